@@ -1,0 +1,73 @@
+# Thin wrapper over CMake. `make test` and `make run` install missing Debian packages first.
+#   make run | test | build | bench | figures | sanitize | format | clean | deps
+# Variables: JOBS (parallel compile jobs, default 2), CMAKE_ARGS (extra -D options),
+#            RUN_ARGS (passed to scripts/make_run.sh).
+
+BUILD_DIR    ?= build
+SANITIZE_DIR ?= build-sanitize
+BUILD_TYPE   ?= Release
+JOBS         ?= 2
+CMAKE        ?= cmake
+CTEST        ?= ctest
+CMAKE_ARGS   ?=
+RUN_ARGS     ?=
+# Benchmarks are built only by `make bench` (which sets this to ON).
+BENCHMARKS   ?= OFF
+
+FORMAT_DIRS  := include tests examples benchmarks
+
+# Quieter recursive output (also for the make that cmake --build runs).
+MAKEFLAGS    += --no-print-directory
+
+.PHONY: all deps configure build test run bench figures sanitize format clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+# Re-running configure is cheap when nothing changed, and picks up new or removed sources.
+configure:
+	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DEMERGENT_BUILD_BENCHMARKS=$(BENCHMARKS) $(CMAKE_ARGS)
+
+build: configure
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
+
+# deps strictly before the build (also under make -j), hence the recursive make.
+test: deps
+	$(MAKE) build
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure
+
+run: deps
+	$(MAKE) build
+	bash scripts/make_run.sh $(RUN_ARGS)
+
+bench: deps
+	$(MAKE) build BENCHMARKS=ON
+	@set -e; found=0; \
+	for b in $(BUILD_DIR)/benchmarks/*; do \
+	  [ -f "$$b" ] && [ -x "$$b" ] || continue; \
+	  found=1; echo "== $$b"; "$$b"; \
+	done; \
+	[ $$found -eq 1 ] || echo "bench: no benchmarks/*.cpp yet"
+
+figures: deps
+	$(MAKE) build
+	@if [ -f scripts/figures.sh ]; then bash scripts/figures.sh; \
+	else echo "figures: scripts/figures.sh does not exist yet"; fi
+
+# ASan + UBSan build of the test suite, in its own build directory.
+sanitize: deps
+	$(CMAKE) -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=Debug -DEMERGENT_SANITIZE=ON \
+	  -DEMERGENT_BUILD_EXAMPLES=OFF -DEMERGENT_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS)
+	$(CMAKE) --build $(SANITIZE_DIR) -j$(JOBS) --target emergent_tests
+	$(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -R '^emergent_tests$$'
+
+format:
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \
+	  -o -name '*.cuh' -o -name '*.cu' \) 2>/dev/null); \
+	if [ -n "$$files" ]; then clang-format -i $$files; fi
+
+clean:
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)

@@ -1,0 +1,90 @@
+// The shapes the `emergent` CLI can run. A model is a type (Model<Mixer, Shape>), so a program
+// that takes sizes at run time picks from a fixed set of compiled instantiations. Each lives in
+// its own translation unit in this folder, so the build parallelises and a change rebuilds
+// little. To add a shape, copy one of the dot_*.cpp files and change its one Shape line.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <emergent/core/shape.hpp>
+#include <emergent/train/trainer.hpp>
+
+namespace emergent::cli {
+
+struct EvalRequest {
+  std::filesystem::path checkpoint;
+  TrainConfig config;  // from the checkpoint's metadata
+  int batch = 256;
+  std::filesystem::path write_batch;  // empty: do not write
+};
+
+struct ShapeEntry {
+  std::string mixer;
+  Shape shape;
+  RunSummary (*train)(const TrainConfig&, const std::filesystem::path& out, bool progress);
+  EvalResult (*eval)(const EvalRequest&);
+};
+
+inline std::vector<ShapeEntry>& shape_registry() {
+  static std::vector<ShapeEntry> entries;
+  return entries;
+}
+
+struct RegisterShape {
+  explicit RegisterShape(ShapeEntry entry) { shape_registry().push_back(std::move(entry)); }
+};
+
+inline std::string describe(const std::string& mixer, const Shape& s) {
+  return mixer + " vocab=" + std::to_string(s.vocab) + " d_model=" + std::to_string(s.d_model) +
+         " heads=" + std::to_string(s.heads) + " layers=" + std::to_string(s.layers) +
+         " d_ff=" + std::to_string(s.d_ff) + " max_len=" + std::to_string(s.max_len);
+}
+
+// The registered entry for (mixer, shape without max_len) whose max_len fits `length`.
+inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wanted, int length) {
+  for (const ShapeEntry& e : shape_registry())
+    if (e.mixer == mixer && e.shape.vocab == wanted.vocab && e.shape.d_model == wanted.d_model &&
+        e.shape.heads == wanted.heads && e.shape.layers == wanted.layers && e.shape.d_ff == wanted.d_ff &&
+        e.shape.max_len >= length)
+      return e;
+  std::string message = "no compiled model for " + describe(mixer, wanted) + " with max_len >= " +
+                        std::to_string(length) + ". Compiled shapes:\n";
+  for (const ShapeEntry& e : shape_registry()) message += "  " + describe(e.mixer, e.shape) + "\n";
+  message += "To add one, copy examples/registry/dot_d128_h8_l1.cpp and change its Shape line.";
+  throw Error(message);
+}
+
+template <class Net>
+RunSummary train_entry(const TrainConfig& config, const std::filesystem::path& out, bool progress) {
+  TrainConfig c = config;
+  c.shape = Net::shape;
+  Trainer<Net> trainer(c, out, progress);
+  return trainer.run();
+}
+
+template <class Net>
+EvalResult eval_entry(const EvalRequest& request) {
+  const SafetensorsFile file(request.checkpoint);
+  std::vector<float> params(Net::parameter_count);
+  load_parameters<Net>(file, params);
+  const TrainConfig& c = request.config;
+  const LinearMap task(c.state_size, c.ones_per_row, c.task_seed);
+  std::vector<std::int32_t> inputs, targets;
+  EvalResult r = evaluate<Net>(params, task, c.seed, request.batch, float(c.bias), &inputs, &targets);
+  if (!request.write_batch.empty()) {
+    const nlohmann::json batch = {{"batch", request.batch}, {"length", task.length()},
+                                  {"inputs", inputs}, {"targets", targets}};
+    std::ofstream(request.write_batch) << batch.dump() << "\n";
+  }
+  return r;
+}
+
+template <template <Shape, class> class Mixer, Shape S>
+ShapeEntry make_entry(const std::string& mixer) {
+  using Net = Model<Mixer, S>;
+  return {mixer, S, &train_entry<Net>, &eval_entry<Net>};
+}
+
+}  // namespace emergent::cli

@@ -1,0 +1,357 @@
+// Model<Mixer, Shape>: a pre-LN GPT whose token mixer is a compile-time policy.
+//
+//   x = E_tok[tokens] + E_pos[t]
+//   per layer: x = x + Mixer(LN1(x));  x = x + W2 GELU(W1 LN2(x) + b1) + b2
+//   logits = LN_f(x) W_head^T;  loss = weighted next-token cross-entropy
+//
+// docs/model.md is the exact contract (names, shapes, init) shared with the Eigen reference and
+// the PyTorch golden script. Parameters, gradients and optimizer moments are flat buffers of
+// `parameter_count` values whose layout is fixed at compile time; activations live in a
+// Workspace sized once per (batch, length).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/arena.hpp"
+#include "../core/error.hpp"
+#include "../core/layout.hpp"
+#include "../core/philox.hpp"
+#include "../core/shape.hpp"
+#include "../mixers/mixer.hpp"
+#include "../nn/cross_entropy.hpp"
+#include "../nn/embedding.hpp"
+#include "../nn/gelu.hpp"
+#include "../nn/layernorm.hpp"
+#include "../nn/linear.hpp"
+
+namespace emergent {
+
+// One named tensor of a whole model, with its place in the flat buffers.
+struct ParameterTensor {
+  std::string name;                 // e.g. "layers.0.mixer.qkv.weight"
+  std::size_t offset = 0;           // floats from the start of the buffer
+  std::vector<std::int64_t> shape;  // [rows, cols] or [cols]
+  std::size_t size = 0;
+  bool weight_decay = false;
+};
+
+// What a forward pass is asked to do; spans must outlive the backward pass.
+struct ForwardInput {
+  int batch = 0;
+  int length = 0;
+  std::span<const std::int32_t> inputs;   // [batch * length]
+  std::span<const std::int32_t> targets;  // [batch * length]
+  std::span<const float> loss_weights;    // [length]
+  std::span<const float> bias_pattern;    // [length * length] or empty (no bias)
+  float bias_strength = 0;
+};
+
+template <template <Shape, class> class MixerTemplate, Shape S, class RealT = float>
+class Model {
+ public:
+  static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
+  using Real = RealT;
+  using Mixer = MixerTemplate<S, Real>;
+  static_assert(TokenMixer<Mixer, Real>);
+  static constexpr Shape shape = S;
+  static constexpr int V = S.vocab, D = S.d_model, F = S.d_ff, L = S.layers;
+
+  static constexpr auto embedding_layout = layout_of(std::array{
+      TensorSpec{"embed.token.weight", V, D, false},
+      TensorSpec{"embed.position.weight", S.max_len, D, false},
+  });
+  static constexpr auto norm1_layout = layout_of(std::array{
+      TensorSpec{"ln1.weight", 0, D, false},
+      TensorSpec{"ln1.bias", 0, D, false},
+  });
+  static constexpr auto mlp_layout = layout_of(std::array{
+      TensorSpec{"ln2.weight", 0, D, false},
+      TensorSpec{"ln2.bias", 0, D, false},
+      TensorSpec{"mlp.fc.weight", F, D, true},
+      TensorSpec{"mlp.fc.bias", 0, F, false},
+      TensorSpec{"mlp.proj.weight", D, F, true},
+      TensorSpec{"mlp.proj.bias", 0, D, false},
+  });
+  static constexpr auto final_layout = layout_of(std::array{
+      TensorSpec{"final_ln.weight", 0, D, false},
+      TensorSpec{"final_ln.bias", 0, D, false},
+      TensorSpec{"head.weight", V, D, true},
+  });
+
+  // Buffer order: embedding, then per layer [ln1, mixer, ln2 + mlp], then final LN and head.
+  static constexpr std::size_t layer_size = norm1_layout.total + Mixer::layout.total + mlp_layout.total;
+  static constexpr std::size_t layer_offset(int l) { return embedding_layout.total + l * layer_size; }
+  static constexpr std::size_t mixer_offset(int l) { return layer_offset(l) + norm1_layout.total; }
+  static constexpr std::size_t mlp_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
+  static constexpr std::size_t final_offset = embedding_layout.total + L * layer_size;
+  static constexpr std::size_t parameter_count = final_offset + final_layout.total;
+
+  // Named offsets (relative to the start of their group).
+  static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");
+  static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
+  static constexpr std::size_t ln1_w = offset_of(norm1_layout, "ln1.weight");
+  static constexpr std::size_t ln1_b = offset_of(norm1_layout, "ln1.bias");
+  static constexpr std::size_t ln2_w = offset_of(mlp_layout, "ln2.weight");
+  static constexpr std::size_t ln2_b = offset_of(mlp_layout, "ln2.bias");
+  static constexpr std::size_t fc_w = offset_of(mlp_layout, "mlp.fc.weight");
+  static constexpr std::size_t fc_b = offset_of(mlp_layout, "mlp.fc.bias");
+  static constexpr std::size_t proj_w = offset_of(mlp_layout, "mlp.proj.weight");
+  static constexpr std::size_t proj_b = offset_of(mlp_layout, "mlp.proj.bias");
+  static constexpr std::size_t lnf_w = final_offset + offset_of(final_layout, "final_ln.weight");
+  static constexpr std::size_t lnf_b = final_offset + offset_of(final_layout, "final_ln.bias");
+  static constexpr std::size_t head_w = final_offset + offset_of(final_layout, "head.weight");
+
+  // Every tensor with its full name, in buffer order (docs/model.md).
+  static std::vector<ParameterTensor> tensors() {
+    std::vector<ParameterTensor> out;
+    auto add = [&out](const auto& layout, const std::string& prefix, std::size_t base) {
+      for (std::size_t i = 0; i < layout.count; ++i) {
+        const TensorSpec& spec = layout.specs[i];
+        ParameterTensor t;
+        t.name = prefix + std::string(spec.name);
+        t.offset = base + layout.offsets[i];
+        t.shape = spec.rows == 0 ? std::vector<std::int64_t>{spec.cols}
+                                 : std::vector<std::int64_t>{spec.rows, spec.cols};
+        t.size = spec.size();
+        t.weight_decay = spec.weight_decay;
+        out.push_back(std::move(t));
+      }
+    };
+    add(embedding_layout, "", 0);
+    for (int l = 0; l < L; ++l) {
+      const std::string prefix = "layers." + std::to_string(l) + ".";
+      add(norm1_layout, prefix, layer_offset(l));
+      add(Mixer::layout, prefix + "mixer.", mixer_offset(l));
+      add(mlp_layout, prefix, mlp_offset(l));
+    }
+    add(final_layout, "", final_offset);
+    return out;
+  }
+
+  // GPT-2 initialisation (docs/model.md): N(0, 0.02) for matrices and embeddings, residual
+  // output projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm 1/0. Normals come from the
+  // Philox stream of `seed`, indexed by position in the buffer, so init is machine-independent.
+  static void init(std::span<Real> params, std::uint64_t seed) {
+    require(params.size() == parameter_count, "Model::init", "parameter buffer has the wrong size");
+    std::fill(params.begin(), params.end(), Real(0));
+    const PhiloxStream rng(seed, kInitStream);
+    const double residual_std = 0.02 / std::sqrt(2.0 * L);
+    for (const ParameterTensor& t : tensors()) {
+      const bool is_norm_weight = t.name.ends_with("ln1.weight") || t.name.ends_with("ln2.weight") ||
+                                  t.name == "final_ln.weight";
+      const bool is_matrix = t.shape.size() == 2;
+      const bool is_residual_out =
+          t.name.ends_with("mixer.out.weight") || t.name.ends_with("mlp.proj.weight");
+      for (std::size_t i = 0; i < t.size; ++i) {
+        Real value = 0;
+        if (is_norm_weight) value = 1;
+        else if (is_matrix) value = Real((is_residual_out ? residual_std : 0.02) * rng.normal(t.offset + i));
+        params[t.offset + i] = value;
+      }
+    }
+  }
+
+  struct LayerActivations {
+    Real* norm1 = nullptr;  // [B*T, D] LN1 output, the mixer's input
+    Real* norm1_mean = nullptr;
+    Real* norm1_rstd = nullptr;
+    typename Mixer::Activations mixer;
+    Real* residual_mid = nullptr;  // [B*T, D] x after the mixer
+    Real* norm2 = nullptr;
+    Real* norm2_mean = nullptr;
+    Real* norm2_rstd = nullptr;
+    Real* fc = nullptr;    // [B*T, F] before GELU
+    Real* gelu = nullptr;  // [B*T, F]
+  };
+
+  // Activations and backward scratch for one (batch, length).
+  class Workspace {
+   public:
+    int batch = 0, length = 0;
+    std::array<Real*, L + 1> residual{};  // residual[l]: input of layer l; residual[L]: final
+    std::array<LayerActivations, L> layers{};
+    Real *final_norm = nullptr, *final_mean = nullptr, *final_rstd = nullptr;
+    Real *logits = nullptr, *probs = nullptr;
+    Real *token_loss = nullptr, *token_correct = nullptr;  // [B*T] CE and argmax == target
+    Real *loss_weights = nullptr, *bias_pattern = nullptr;
+    Real *d_residual = nullptr, *d_norm = nullptr, *d_hidden = nullptr, *d_logits = nullptr;
+    std::vector<std::int32_t> inputs, targets;
+    Real bias_strength = 0;
+    bool has_bias = false;
+
+    void resize(int batch_size, int sequence_length) {
+      if (batch_size == batch && sequence_length == length && arena_.allocated()) return;
+      require(batch_size >= 1, "Workspace", "batch must be at least 1");
+      require(sequence_length >= 1 && sequence_length <= S.max_len, "Workspace",
+              "length " + std::to_string(sequence_length) + " is outside [1, max_len = " +
+                  std::to_string(S.max_len) + "] of this Shape");
+      batch = batch_size;
+      length = sequence_length;
+      carve();  // sizing pass
+      arena_.allocate_and_rewind();
+      carve();  // carving pass
+    }
+
+    MixerContext<Real> mixer_context() const {
+      return {batch, length, has_bias ? bias_pattern : nullptr, bias_strength};
+    }
+
+   private:
+    void carve() {
+      const std::size_t N = static_cast<std::size_t>(batch) * length;
+      for (auto& r : residual) r = arena_.take(N * D);
+      for (auto& a : layers) {
+        a.norm1 = arena_.take(N * D);
+        a.norm1_mean = arena_.take(N);
+        a.norm1_rstd = arena_.take(N);
+        Mixer::carve(arena_, a.mixer, batch, length);
+        a.residual_mid = arena_.take(N * D);
+        a.norm2 = arena_.take(N * D);
+        a.norm2_mean = arena_.take(N);
+        a.norm2_rstd = arena_.take(N);
+        a.fc = arena_.take(N * F);
+        a.gelu = arena_.take(N * F);
+      }
+      final_norm = arena_.take(N * D);
+      final_mean = arena_.take(N);
+      final_rstd = arena_.take(N);
+      logits = arena_.take(N * V);
+      probs = arena_.take(N * V);
+      token_loss = arena_.take(N);
+      token_correct = arena_.take(N);
+      loss_weights = arena_.take(length);
+      bias_pattern = arena_.take(static_cast<std::size_t>(length) * length);
+      d_residual = arena_.take(N * D);
+      d_norm = arena_.take(N * D);
+      d_hidden = arena_.take(N * std::max(F, D));
+      d_logits = arena_.take(N * V);
+    }
+    Arena<Real> arena_;
+  };
+
+  // Runs the forward pass, keeps what the backward needs in `ws`, returns the weighted loss.
+  static double forward(std::span<const Real> params, const ForwardInput& in, Workspace& ws) {
+    require(params.size() == parameter_count, "Model::forward", "parameter buffer has the wrong size");
+    const int B = in.batch, T = in.length;
+    ws.resize(B, T);
+    const std::size_t N = static_cast<std::size_t>(B) * T;
+    require(in.inputs.size() == N && in.targets.size() == N, "Model::forward",
+            "inputs and targets must hold batch * length tokens");
+    require(in.loss_weights.size() == static_cast<std::size_t>(T), "Model::forward",
+            "loss_weights must hold one weight per position");
+    for (std::size_t n = 0; n < N; ++n)
+      require(in.inputs[n] >= 0 && in.inputs[n] < V && in.targets[n] >= 0 && in.targets[n] < V,
+              "Model::forward", "token " + std::to_string(n) + " is outside the vocabulary");
+    ws.inputs.assign(in.inputs.begin(), in.inputs.end());
+    ws.targets.assign(in.targets.begin(), in.targets.end());
+    std::copy(in.loss_weights.begin(), in.loss_weights.end(), ws.loss_weights);
+    ws.has_bias = !in.bias_pattern.empty() && in.bias_strength != 0;
+    if (ws.has_bias) {
+      require(in.bias_pattern.size() == static_cast<std::size_t>(T) * T, "Model::forward",
+              "bias_pattern must be [length, length]");
+      std::copy(in.bias_pattern.begin(), in.bias_pattern.end(), ws.bias_pattern);
+    }
+    ws.bias_strength = Real(in.bias_strength);
+    const Real* p = params.data();
+
+    nn::embedding_forward(ws.residual[0], ws.inputs.data(), p + tok, p + pos, B, T, D);
+    for (int l = 0; l < L; ++l) {
+      LayerActivations& a = ws.layers[l];
+      const Real* pl = p + layer_offset(l);
+      const Real* pm = p + mlp_offset(l);
+      nn::layernorm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, ws.residual[l], pl + ln1_w, pl + ln1_b,
+                            static_cast<int>(N), D);
+      Mixer::forward(p + mixer_offset(l), a.norm1, a.residual_mid, a.mixer, ws.mixer_context());
+      add_into(a.residual_mid, ws.residual[l], N * D);
+      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pm + ln2_w, pm + ln2_b,
+                            static_cast<int>(N), D);
+      nn::linear_forward(a.fc, a.norm2, pm + fc_w, pm + fc_b, static_cast<int>(N), D, F);
+      nn::gelu_forward(a.gelu, a.fc, static_cast<std::int64_t>(N) * F);
+      nn::linear_forward(ws.residual[l + 1], a.gelu, pm + proj_w, pm + proj_b, static_cast<int>(N), F, D);
+      add_into(ws.residual[l + 1], a.residual_mid, N * D);
+    }
+    nn::layernorm_forward(ws.final_norm, ws.final_mean, ws.final_rstd, ws.residual[L], p + lnf_w,
+                          p + lnf_b, static_cast<int>(N), D);
+    nn::linear_forward<Real>(ws.logits, ws.final_norm, p + head_w, nullptr, static_cast<int>(N), D, V);
+    nn::cross_entropy_forward(ws.probs, ws.token_loss, ws.token_correct, ws.logits, ws.targets.data(),
+                              static_cast<std::int64_t>(N), V);
+    return weighted_mean(ws, in.loss_weights);
+  }
+
+  // Mean of the per-token losses of the last forward under other position weights (metrics).
+  static double weighted_mean(const Workspace& ws, std::span<const float> weights) {
+    return weighted_token_mean(ws, ws.token_loss, weights);
+  }
+  static double weighted_accuracy(const Workspace& ws, std::span<const float> weights) {
+    return weighted_token_mean(ws, ws.token_correct, weights);
+  }
+
+  // Accumulates dL/dparams of the last forward's loss into grads.
+  static void backward(std::span<const Real> params, std::span<Real> grads, Workspace& ws) {
+    require(grads.size() == parameter_count, "Model::backward", "gradient buffer has the wrong size");
+    const int B = ws.batch, T = ws.length;
+    const std::size_t N = static_cast<std::size_t>(B) * T;
+    const Real* p = params.data();
+    Real* g = grads.data();
+    double weight_sum = 0;
+    for (int t = 0; t < T; ++t) weight_sum += ws.loss_weights[t];
+    const Real scale = weight_sum > 0 ? Real(1.0 / (B * weight_sum)) : Real(0);
+
+    nn::cross_entropy_backward(ws.d_logits, ws.probs, ws.targets.data(), ws.loss_weights,
+                               static_cast<std::int64_t>(N), T, V, scale);
+    nn::linear_backward<Real>(ws.d_norm, g + head_w, nullptr, ws.d_logits, ws.final_norm, p + head_w,
+                              static_cast<int>(N), D, V);
+    std::fill(ws.d_residual, ws.d_residual + N * D, Real(0));
+    nn::layernorm_backward(ws.d_residual, g + lnf_w, g + lnf_b, ws.d_norm, ws.residual[L], ws.final_mean,
+                           ws.final_rstd, p + lnf_w, static_cast<int>(N), D);
+    for (int l = L - 1; l >= 0; --l) {
+      LayerActivations& a = ws.layers[l];
+      const Real* pl = p + layer_offset(l);
+      const Real* pm = p + mlp_offset(l);
+      Real* gl = g + layer_offset(l);
+      Real* gm = g + mlp_offset(l);
+      // MLP branch: residual[l+1] = residual_mid + proj(gelu(fc(LN2(residual_mid))))
+      nn::linear_backward(ws.d_hidden, gm + proj_w, gm + proj_b, ws.d_residual, a.gelu, pm + proj_w,
+                          static_cast<int>(N), F, D);
+      nn::gelu_backward(ws.d_hidden, ws.d_hidden, a.fc, static_cast<std::int64_t>(N) * F);
+      nn::linear_backward(ws.d_norm, gm + fc_w, gm + fc_b, ws.d_hidden, a.norm2, pm + fc_w,
+                          static_cast<int>(N), D, F);
+      nn::layernorm_backward(ws.d_residual, gm + ln2_w, gm + ln2_b, ws.d_norm, a.residual_mid, a.norm2_mean,
+                             a.norm2_rstd, pm + ln2_w, static_cast<int>(N), D);
+      // Mixer branch: residual_mid = residual[l] + Mixer(LN1(residual[l]))
+      Mixer::backward(p + mixer_offset(l), g + mixer_offset(l), a.norm1, ws.d_residual, ws.d_norm, a.mixer,
+                      ws.mixer_context());
+      nn::layernorm_backward(ws.d_residual, gl + ln1_w, gl + ln1_b, ws.d_norm, ws.residual[l], a.norm1_mean,
+                             a.norm1_rstd, pl + ln1_w, static_cast<int>(N), D);
+    }
+    nn::embedding_backward(g + tok, g + pos, ws.d_residual, ws.inputs.data(), B, T, D);
+  }
+
+ private:
+  // Philox stream of the init normals; a name hash, far from the small stream ids (steps) that
+  // data streams use under the same seed.
+  static constexpr std::uint64_t kInitStream = stream_id_from_name("model.init");
+
+  static void add_into(Real* y, const Real* x, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) y[i] += x[i];
+  }
+
+  static double weighted_token_mean(const Workspace& ws, const Real* values, std::span<const float> weights) {
+    require(weights.size() == static_cast<std::size_t>(ws.length), "Model", "weights must hold one per position");
+    double total = 0, weight_sum = 0;
+    for (int b = 0; b < ws.batch; ++b)
+      for (int t = 0; t < ws.length; ++t) {
+        total += weights[t] * double(values[static_cast<std::size_t>(b) * ws.length + t]);
+        weight_sum += weights[t];
+      }
+    return weight_sum > 0 ? total / weight_sum : 0.0;
+  }
+};
+
+}  // namespace emergent

@@ -1,0 +1,50 @@
+// Softmax cross-entropy over the vocabulary with a per-position loss weight:
+//   loss = sum_{b,t} w[t] CE(b,t) / (B sum_t w[t]),  CE = logsumexp(logits) - logits[target].
+// The forward keeps the softmax probabilities; the backward turns them into dlogits.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "../core/parallel.hpp"
+
+namespace emergent::nn {
+
+// probs[N,V], ce[N], correct[N] (1 if argmax == target) <- logits[N,V], targets[N]
+template <class Real>
+void cross_entropy_forward(Real* probs, Real* ce, Real* correct, const Real* logits,
+                           const std::int32_t* targets, std::int64_t rows, int vocab) {
+  parallel_for(rows, [&](std::int64_t n) {
+    const Real* l = logits + n * vocab;
+    Real* p = probs + n * vocab;
+    int argmax = 0;
+    for (int v = 1; v < vocab; ++v)
+      if (l[v] > l[argmax]) argmax = v;
+    const Real max = l[argmax];
+    Real sum = 0;
+    for (int v = 0; v < vocab; ++v) {
+      p[v] = std::exp(l[v] - max);
+      sum += p[v];
+    }
+    for (int v = 0; v < vocab; ++v) p[v] /= sum;
+    ce[n] = std::log(sum) + max - l[targets[n]];
+    correct[n] = argmax == targets[n] ? Real(1) : Real(0);
+  });
+}
+
+// dlogits[N,V] = (probs - onehot(target)) * weights[n % length] * scale   (N = batch * length)
+template <class Real>
+void cross_entropy_backward(Real* dlogits, const Real* probs, const std::int32_t* targets,
+                            const Real* weights, std::int64_t rows, int length, int vocab,
+                            Real scale) {
+  parallel_for(rows, [&](std::int64_t n) {
+    const Real w = weights[n % length] * scale;
+    const Real* p = probs + n * vocab;
+    Real* d = dlogits + n * vocab;
+    for (int v = 0; v < vocab; ++v) d[v] = p[v] * w;
+    d[targets[n]] -= w;
+  });
+}
+
+}  // namespace emergent::nn

@@ -1,0 +1,108 @@
+// Causal multi-head dot attention of ONE sequence, with the additive attention bias c * P of
+// the paper's intervention (docs/model.md). The qkv projection and the output projection are
+// Linear layers outside this op. For each head h (columns h*dh .. (h+1)*dh-1 of q, k and v):
+//   scores[i,j] = q_i . k_j / sqrt(dh) + c * P[i,j]   for j <= i,   -inf for j > i
+//   att[i,:]    = softmax(scores[i,:])                [H][T,T]
+//   o_i         = sum_j att[i,j] v_j                  out = concat_h o   [T,D]
+// Backward, per head, with d_att[i,j] = d_o_i . v_j:
+//   d_v_j       = sum_i att[i,j] d_o_i
+//   d_scores    = att * (d_att - rowsum(att * d_att))        (softmax Jacobian; 0 where masked)
+//   d_q_i       = sum_j d_scores[i,j] k_j / sqrt(dh),   d_k_j = sum_i d_scores[i,j] q_i / sqrt(dh)
+// P and c are constants: no gradient flows to them.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "emergent/core/error.hpp"
+#include "emergent/reference/matrix.hpp"
+
+namespace emergent::reference {
+
+struct DotAttentionOutput {
+  Matrix out;                         // [T,D], heads concatenated
+  std::vector<Matrix> probabilities;  // [H] of [T,T] (query x key), zero above the diagonal
+};
+
+// qkv [T,3D], heads H (D % H == 0), bias_pattern [T,T] (or empty when bias_strength is 0)
+//   -> out [T,D], probabilities [H][T,T]
+inline DotAttentionOutput dot_attention_forward(const Matrix& qkv, int heads,
+                                                const Matrix& bias_pattern, double bias_strength) {
+  const Index T = qkv.rows(), D = qkv.cols() / 3, H = heads;
+  require(qkv.cols() % 3 == 0, "dot_attention_forward", "qkv width is not 3*D");
+  require(H >= 1 && D % H == 0, "dot_attention_forward", "d_model is not a multiple of heads");
+  const bool biased = bias_pattern.size() != 0;
+  require(!biased || (bias_pattern.rows() == T && bias_pattern.cols() == T),
+          "dot_attention_forward", "bias pattern is not [T,T]");
+  require(biased || bias_strength == 0.0, "dot_attention_forward",
+          "nonzero bias strength with an empty bias pattern");
+  const Index dh = D / H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+
+  DotAttentionOutput result{Matrix::Zero(T, D), std::vector<Matrix>(static_cast<std::size_t>(H))};
+  for (Index h = 0; h < H; ++h) {
+    const Index q0 = h * dh, k0 = D + h * dh, v0 = 2 * D + h * dh;
+    Matrix& att = result.probabilities[static_cast<std::size_t>(h)];
+    att = Matrix::Zero(T, T);
+    for (Index i = 0; i < T; ++i) {
+      // scores of the visible keys j <= i; masked ones stay exactly 0 after the softmax
+      double max_score = -INFINITY;
+      for (Index j = 0; j <= i; ++j) {
+        double s = 0;
+        for (Index d = 0; d < dh; ++d) s += qkv(i, q0 + d) * qkv(j, k0 + d);
+        s = s * scale + (biased ? bias_strength * bias_pattern(i, j) : 0.0);
+        att(i, j) = s;
+        if (s > max_score) max_score = s;
+      }
+      double sum = 0;
+      for (Index j = 0; j <= i; ++j) {
+        att(i, j) = std::exp(att(i, j) - max_score);
+        sum += att(i, j);
+      }
+      for (Index j = 0; j <= i; ++j) att(i, j) /= sum;
+      for (Index j = 0; j <= i; ++j)
+        for (Index d = 0; d < dh; ++d) result.out(i, h * dh + d) += att(i, j) * qkv(j, v0 + d);
+    }
+  }
+  return result;
+}
+
+// d_out [T,D], qkv [T,3D], heads H, probabilities [H][T,T] from the forward -> d_qkv [T,3D]
+inline Matrix dot_attention_backward(const Matrix& d_out, const Matrix& qkv, int heads,
+                                     const std::vector<Matrix>& probabilities) {
+  const Index T = qkv.rows(), D = qkv.cols() / 3, H = heads, dh = D / H;
+  require(d_out.rows() == T && d_out.cols() == D, "dot_attention_backward", "d_out is not [T,D]");
+  require(static_cast<Index>(probabilities.size()) == H, "dot_attention_backward",
+          "need one probability matrix per head");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+
+  Matrix d_qkv = Matrix::Zero(T, 3 * D);
+  for (Index h = 0; h < H; ++h) {
+    const Index q0 = h * dh, k0 = D + h * dh, v0 = 2 * D + h * dh, o0 = h * dh;
+    const Matrix& att = probabilities[static_cast<std::size_t>(h)];
+    for (Index i = 0; i < T; ++i) {
+      // d_att[i,j] = d_o_i . v_j, and d_v_j += att[i,j] d_o_i
+      std::vector<double> d_att(static_cast<std::size_t>(i + 1), 0.0);
+      for (Index j = 0; j <= i; ++j) {
+        double s = 0;
+        for (Index d = 0; d < dh; ++d) {
+          s += d_out(i, o0 + d) * qkv(j, v0 + d);
+          d_qkv(j, v0 + d) += att(i, j) * d_out(i, o0 + d);
+        }
+        d_att[static_cast<std::size_t>(j)] = s;
+      }
+      double weighted = 0;  // sum_j att[i,j] d_att[i,j]
+      for (Index j = 0; j <= i; ++j) weighted += att(i, j) * d_att[static_cast<std::size_t>(j)];
+      for (Index j = 0; j <= i; ++j) {
+        const double d_score = att(i, j) * (d_att[static_cast<std::size_t>(j)] - weighted);
+        for (Index d = 0; d < dh; ++d) {
+          d_qkv(i, q0 + d) += d_score * qkv(j, k0 + d) * scale;
+          d_qkv(j, k0 + d) += d_score * qkv(i, q0 + d) * scale;
+        }
+      }
+    }
+  }
+  return d_qkv;
+}
+
+}  // namespace emergent::reference

@@ -1,0 +1,110 @@
+// Training checkpoints as safetensors files: `<run>/step_000100.safetensors` holds
+//   <parameter name>             the model's parameters (docs/model.md names), F32
+//   optimizer.m.<parameter name> AdamW first moment
+//   optimizer.v.<parameter name> AdamW second moment
+// and metadata {"step": updates done, "optimizer_steps", "config": config.json text,
+// "shape", "mixer"}. Files are written atomically (write to .tmp, fsync, rename), so a kill
+// never leaves a half-written checkpoint and never destroys the previous one.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <regex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../io/safetensors.hpp"
+#include "../model/model.hpp"
+
+namespace emergent {
+
+inline std::filesystem::path checkpoint_path(const std::filesystem::path& run_dir, std::int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%06lld.safetensors", static_cast<long long>(step));
+  return run_dir / name;
+}
+
+// The checkpoint of the highest step in run_dir, if any.
+inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir) {
+  if (!std::filesystem::is_directory(run_dir)) return std::nullopt;
+  static const std::regex pattern(R"(step_(\d+)\.safetensors)");
+  std::optional<std::filesystem::path> best;
+  long long best_step = -1;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, match, pattern) && std::stoll(match[1]) > best_step) {
+      best_step = std::stoll(match[1]);
+      best = entry.path();
+    }
+  }
+  return best;
+}
+
+struct CheckpointState {
+  std::int64_t step = 0;            // updates applied
+  std::int64_t optimizer_steps = 0;
+  std::string config_json;
+};
+
+template <class Net>
+void save_checkpoint(const std::filesystem::path& path, std::span<const float> params,
+                     std::span<const float> first_moment, std::span<const float> second_moment,
+                     const CheckpointState& state) {
+  std::vector<TensorToWrite> tensors;
+  const auto list = Net::tensors();
+  for (const auto& t : list) tensors.push_back({t.name, t.shape, params.subspan(t.offset, t.size)});
+  for (const auto& t : list)
+    tensors.push_back({"optimizer.m." + t.name, t.shape, first_moment.subspan(t.offset, t.size)});
+  for (const auto& t : list)
+    tensors.push_back({"optimizer.v." + t.name, t.shape, second_moment.subspan(t.offset, t.size)});
+  write_safetensors(path, tensors,
+                    {{"step", std::to_string(state.step)},
+                     {"optimizer_steps", std::to_string(state.optimizer_steps)},
+                     {"config", state.config_json},
+                     {"format", "emergent training checkpoint v1"}});
+}
+
+// Loads the parameters of a checkpoint (or of any safetensors file with the model's names).
+// Every tensor must be present with the model's shape; the error names the file and tensor.
+template <class Net>
+void load_parameters(const SafetensorsFile& file, std::span<float> params, const std::string& prefix = "") {
+  require(params.size() == Net::parameter_count, file.path().string(), "parameter buffer has the wrong size");
+  std::fill(params.begin(), params.end(), 0.0f);
+  for (const auto& t : Net::tensors()) {
+    const std::string name = prefix + t.name;
+    require(file.contains(name), file.path().string(),
+            "tensor '" + name + "' is missing (is this a checkpoint of another shape or mixer?)");
+    file.read_f32_into(name, params.subspan(t.offset, t.size), t.shape);
+  }
+}
+
+template <class Net>
+CheckpointState load_checkpoint(const std::filesystem::path& path, std::span<float> params,
+                                std::span<float> first_moment, std::span<float> second_moment) {
+  const SafetensorsFile file(path);
+  load_parameters<Net>(file, params);
+  load_parameters<Net>(file, first_moment, "optimizer.m.");
+  load_parameters<Net>(file, second_moment, "optimizer.v.");
+  const auto metadata = file.metadata();
+  CheckpointState state;
+  auto field = [&](const std::string& key) {
+    const auto it = metadata.find(key);
+    require(it != metadata.end(), path.string(), "metadata field '" + key + "' is missing");
+    return it->second;
+  };
+  try {
+    state.step = std::stoll(field("step"));
+    state.optimizer_steps = std::stoll(field("optimizer_steps"));
+  } catch (const std::logic_error&) {
+    throw Error(path.string() + ": metadata field 'step' or 'optimizer_steps' is not an integer");
+  }
+  state.config_json = field("config");
+  return state;
+}
+
+}  // namespace emergent

@@ -1,0 +1,337 @@
+// The trainer: one run folder per run, resumable, with the metrics the paper plots.
+//
+// <run>/config.json      everything needed to rerun (train/config.hpp)
+// <run>/metrics.jsonl    one row per `log_every` steps: step, loss (full sequence, what the
+//                        paper plots), x1_loss, x1_accuracy, lr, grad_norm, wall_s; every
+//                        `analysis_every` steps also attention_entropy [layer][head] and
+//                        attention_iou (best head per row, mean over rows)
+// <run>/step_NNNNNN.safetensors  checkpoints (train/checkpoint.hpp)
+// <run>/summary.json     final losses, emergence steps, IoU
+//
+// Resume: a run folder with checkpoints continues from the latest one. Data of step t is a pure
+// function of (seed, t) and the checkpoint holds parameters and both AdamW moments, so the
+// continuation is bit-identical to an uninterrupted run with the same thread count. Metric rows
+// after the checkpoint are dropped (they are recomputed), so nothing is logged twice.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../analysis/attention_entropy.hpp"
+#include "../analysis/attention_iou.hpp"
+#include "../analysis/emergence.hpp"
+#include "../core/error.hpp"
+#include "../core/parallel.hpp"
+#include "../optim/adamw.hpp"
+#include "../optim/schedule.hpp"
+#include "../tasks/linear_map.hpp"
+#include "checkpoint.hpp"
+#include "config.hpp"
+
+namespace emergent {
+
+// Thresholds that turn an x1-loss curve into emergence steps (analysis/emergence.hpp), on the
+// trailing mean of `kSmoothingRows` logged rows:
+//   plateau_end:     below ln 2 - 0.03  (the first row of A is being learned)
+//   emergence_step:  below ln 2 / 2     (the midpoint of the drop: half the rows learned)
+//   solved_step:     below 0.05
+inline constexpr double kLn2 = 0.69314718055994530942;
+inline constexpr double kPlateauMargin = 0.03;
+inline constexpr double kSolvedX1Loss = 0.05;
+inline constexpr int kSmoothingRows = 5;
+
+struct AttentionAnalysis {
+  std::vector<std::vector<double>> entropy;  // [layer][head], nats
+  double iou = 0;                            // best head per target row, mean over rows
+};
+
+struct EvalResult {
+  double loss = 0, x1_loss = 0, x1_accuracy = 0;
+  AttentionAnalysis attention;
+};
+
+struct RunSummary {
+  std::int64_t steps_done = 0;
+  double final_loss = 0, final_x1_loss = 0;
+  std::optional<std::int64_t> plateau_end, emergence_step, solved_step;
+  EvalResult eval;
+  double wall_seconds = 0;
+};
+
+// Attention analysis of the last forward pass in `ws`: queries that predict x1, keys of x0.
+template <class Net>
+AttentionAnalysis analyse_attention(const typename Net::Workspace& ws, const LinearMap& task,
+                                    std::span<const float> target) {
+  const int T = ws.length, H = Net::shape.heads, S = task.state_size();
+  std::vector<int> queries(S);
+  for (int i = 0; i < S; ++i) queries[i] = task.x1_query(i);
+  AttentionAnalysis out;
+  std::vector<double> all_heads;  // every layer's heads side by side, for the best-head IoU
+  for (int l = 0; l < Net::L; ++l) {
+    const std::size_t count = static_cast<std::size_t>(ws.batch) * H * T * T;
+    const std::vector<double> pattern =
+        batch_averaged_pattern(std::span<const float>(ws.layers[l].mixer.att, count), ws.batch, H, T);
+    out.entropy.push_back(head_entropy(pattern, H, T, queries, 0, S));
+    all_heads.insert(all_heads.end(), pattern.begin(), pattern.end());
+  }
+  out.iou = best_head_row_iou(all_heads, Net::L * H, T, target, 0, S);
+  return out;
+}
+
+// Losses and attention of a checkpoint on a deterministic batch: the data stream of step
+// kEvalStep, which no training run reaches.
+inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
+
+template <class Net>
+EvalResult evaluate(std::span<const float> params, const LinearMap& task, std::uint64_t data_seed, int batch,
+                    float bias, std::vector<std::int32_t>* inputs_out = nullptr,
+                    std::vector<std::int32_t>* targets_out = nullptr) {
+  const int T = task.length();
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
+  task.sample(data_seed, kEvalStep, batch, inputs, targets);
+  const std::vector<float> full = task.full_loss_weights(), x1 = task.x1_loss_weights();
+  const std::vector<float> target = task.attention_target();
+  typename Net::Workspace ws;
+  EvalResult r;
+  r.loss = Net::forward(params, {batch, T, inputs, targets, full, target, bias}, ws);
+  r.x1_loss = Net::weighted_mean(ws, x1);
+  r.x1_accuracy = Net::weighted_accuracy(ws, x1);
+  r.attention = analyse_attention<Net>(ws, task, target);
+  if (inputs_out) *inputs_out = inputs;
+  if (targets_out) *targets_out = targets;
+  return r;
+}
+
+inline nlohmann::json to_json(const AttentionAnalysis& a) {
+  return {{"attention_entropy", a.entropy}, {"attention_iou", a.iou}};
+}
+
+template <class Net>
+class Trainer {
+ public:
+  using Real = typename Net::Real;
+  static_assert(std::is_same_v<Real, float>, "training runs in fp32");
+
+  Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
+      : config_(std::move(config)), run_dir_(std::move(run_dir)), show_progress_(show_progress),
+        task_(config_.state_size, config_.ones_per_row, config_.task_seed),
+        params_(Net::parameter_count), grads_(Net::parameter_count),
+        optimizer_(adamw_config(config_), decay_ranges(), Net::parameter_count) {
+    validate(config_);
+    require(config_.shape == Net::shape, "config", "shape does not match the compiled model");
+  }
+
+  // Trains to config.steps (or the early stop), resuming from the run folder if it holds a
+  // checkpoint. Returns the summary that is also written to summary.json.
+  RunSummary run() {
+    if (config_.threads > 0) set_thread_count(config_.threads);
+    std::filesystem::create_directories(run_dir_);
+    const std::string config_text = to_json(config_).dump(2);
+    std::int64_t start_step = prepare_run_folder(config_text);
+
+    const int B = config_.batch(), T = task_.length();
+    const std::vector<float> full = task_.full_loss_weights(), x1 = task_.x1_loss_weights();
+    const std::vector<float> target = task_.attention_target();
+    const std::span<const float> bias_pattern = config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
+    typename Net::Workspace ws;
+    const LrSchedule schedule{config_.lr, config_.warmup_steps, parse_schedule_kind(config_.schedule),
+                              config_.steps, config_.min_lr_ratio};
+
+    std::ofstream metrics(run_dir_ / "metrics.jsonl", std::ios::app);
+    require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot open for appending");
+    const auto started = std::chrono::steady_clock::now();
+    auto last_progress = started;
+    std::int64_t step = start_step;
+    bool stopped_early = false;
+    for (; step < config_.steps; ++step) {
+      task_.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
+      const double loss = Net::forward(params_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)}, ws);
+      std::fill(grads_.begin(), grads_.end(), 0.0f);
+      Net::backward(params_, grads_, ws);
+      const double lr = schedule.at(step);
+      const double grad_norm = optimizer_.step(params_, grads_, lr);
+
+      if (step % config_.log_every == 0) {
+        const double x1_loss = Net::weighted_mean(ws, x1);
+        nlohmann::json row = {{"step", step},
+                              {"loss", loss},
+                              {"x1_loss", x1_loss},
+                              {"x1_accuracy", Net::weighted_accuracy(ws, x1)},
+                              {"lr", lr},
+                              {"grad_norm", grad_norm},
+                              {"wall_s", seconds_since(started) + wall_offset_}};
+        if (step % config_.analysis_every == 0) row.update(to_json(analyse_attention<Net>(ws, task_, target)));
+        metrics << row.dump() << '\n' << std::flush;
+        history_steps_.push_back(step);
+        history_x1_.push_back(x1_loss);
+        history_loss_.push_back(loss);
+        if (config_.stop_x1_loss > 0 && smoothed_x1() < config_.stop_x1_loss) {
+          stopped_early = true;
+          ++step;
+          break;
+        }
+      }
+      if ((step + 1) % config_.checkpoint_every == 0) save(step + 1, config_text);
+      if (show_progress_ && seconds_between(last_progress, std::chrono::steady_clock::now()) > 1.0) {
+        last_progress = std::chrono::steady_clock::now();
+        print_progress(step + 1, start_step, started, loss);
+      }
+    }
+    if (show_progress_) std::fprintf(stderr, "\n");
+    if (step > start_step || !latest_checkpoint(run_dir_)) save(step, config_text);
+    (void)stopped_early;
+    return finish(step, seconds_since(started) + wall_offset_);
+  }
+
+  std::span<const float> parameters() const { return params_; }
+  const LinearMap& task() const { return task_; }
+
+ private:
+  static AdamWConfig adamw_config(const TrainConfig& c) {
+    return {c.beta1, c.beta2, 1e-8, c.weight_decay, c.max_grad_norm};
+  }
+  static std::vector<DecayRange> decay_ranges() {
+    std::vector<DecayRange> ranges;
+    for (const auto& t : Net::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
+    return ranges;
+  }
+  static double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point a) {
+    return seconds_between(a, std::chrono::steady_clock::now());
+  }
+
+  double smoothed_x1() const {
+    const std::size_t n = std::min<std::size_t>(kSmoothingRows, history_x1_.size());
+    return std::accumulate(history_x1_.end() - n, history_x1_.end(), 0.0) / double(n);
+  }
+
+  // Writes config.json for a new run, or checks it and resumes an existing one. Returns the
+  // first step to run.
+  std::int64_t prepare_run_folder(const std::string& config_text) {
+    const auto config_path = run_dir_ / "config.json";
+    const auto checkpoint = latest_checkpoint(run_dir_);
+    if (std::filesystem::exists(config_path)) {
+      const TrainConfig existing = read_train_config(config_path);
+      nlohmann::json a = to_json(existing), b = to_json(config_);
+      for (const char* key : {"steps", "stop_x1_loss", "threads"}) a.erase(key), b.erase(key);  // may change on resume
+      require(a == b, config_path.string(),
+              "this run folder holds a run with another configuration; choose a new --out or delete it");
+    }
+    write_text_atomically(config_path, config_text + "\n");
+    if (!checkpoint) {
+      Net::init(params_, config_.seed);
+      std::filesystem::remove(run_dir_ / "metrics.jsonl");
+      return 0;
+    }
+    const CheckpointState state =
+        load_checkpoint<Net>(*checkpoint, params_, optimizer_.first_moment(), optimizer_.second_moment());
+    optimizer_.set_steps(state.optimizer_steps);
+    truncate_metrics(state.step);
+    if (show_progress_) std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(), (long long)state.step);
+    return state.step;
+  }
+
+  // Keeps the metric rows of steps before `step` (and refills the in-memory history from them).
+  void truncate_metrics(std::int64_t step) {
+    const auto path = run_dir_ / "metrics.jsonl";
+    std::string kept;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      nlohmann::json row;
+      try {
+        row = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        break;  // a row cut by the kill: everything after it is recomputed
+      }
+      const std::int64_t row_step = row.at("step").get<std::int64_t>();
+      if (row_step >= step) break;
+      history_steps_.push_back(row_step);
+      history_x1_.push_back(row.at("x1_loss").get<double>());
+      history_loss_.push_back(row.at("loss").get<double>());
+      wall_offset_ = row.at("wall_s").get<double>();
+      kept += line + "\n";
+    }
+    write_text_atomically(path, kept);
+  }
+
+  static void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
+    const auto tmp = std::filesystem::path(path.string() + ".tmp");
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << text;
+      require(out.good(), tmp.string(), "write failed");
+    }
+    std::filesystem::rename(tmp, path);
+  }
+
+  void save(std::int64_t step, const std::string& config_text) {
+    save_checkpoint<Net>(checkpoint_path(run_dir_, step), params_, optimizer_.first_moment(),
+                         optimizer_.second_moment(), {step, optimizer_.steps(), config_text});
+  }
+
+  void print_progress(std::int64_t step, std::int64_t start_step, std::chrono::steady_clock::time_point started,
+                      double loss) const {
+    const double elapsed = seconds_since(started);
+    const double rate = double(step - start_step) / std::max(elapsed, 1e-9);
+    const double eta = double(config_.steps - step) / std::max(rate, 1e-9);
+    std::fprintf(stderr, "\r%s  step %lld/%lld  loss %.4f  x1 %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
+                 run_dir_.filename().string().c_str(), (long long)step, (long long)config_.steps, loss,
+                 history_x1_.empty() ? 0.0 : history_x1_.back(), rate,
+                 rate * config_.batch() * config_.sequence_tokens(), eta);
+  }
+
+  RunSummary finish(std::int64_t steps_done, double wall) {
+    RunSummary s;
+    s.steps_done = steps_done;
+    s.wall_seconds = wall;
+    if (!history_x1_.empty()) {
+      const EmergenceSummary e = summarize_emergence(history_steps_, history_x1_, kLn2, kPlateauMargin, kSolvedX1Loss, kSmoothingRows);
+      s.plateau_end = e.plateau_end;
+      s.solved_step = e.solved_step;
+      s.emergence_step = first_step_below(history_steps_, history_x1_, kLn2 / 2, kSmoothingRows);
+      s.final_x1_loss = e.final_value;
+      s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
+    }
+    s.eval = evaluate<Net>(params_, task_, config_.seed, 256, float(config_.bias));
+    auto optional_json = [](const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    const nlohmann::json summary = {
+        {"steps_done", s.steps_done},
+        {"final_loss", s.final_loss},
+        {"final_x1_loss", s.final_x1_loss},
+        {"plateau_end", optional_json(s.plateau_end)},
+        {"emergence_step", optional_json(s.emergence_step)},
+        {"solved_step", optional_json(s.solved_step)},
+        {"eval", {{"loss", s.eval.loss}, {"x1_loss", s.eval.x1_loss}, {"x1_accuracy", s.eval.x1_accuracy},
+                  {"attention_iou", s.eval.attention.iou}, {"attention_entropy", s.eval.attention.entropy}}},
+        {"wall_s", s.wall_seconds},
+        {"definitions", "smoothed = trailing mean of 5 logged rows of x1_loss; plateau_end: < ln2-0.03; "
+                        "emergence_step: < ln2/2; solved_step: < 0.05; null = censored (never reached)"}};
+    write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
+    return s;
+  }
+
+  TrainConfig config_;
+  std::filesystem::path run_dir_;
+  bool show_progress_;
+  LinearMap task_;
+  std::vector<float> params_, grads_;
+  AdamW<float> optimizer_;
+  std::vector<std::int64_t> history_steps_;
+  std::vector<double> history_x1_, history_loss_;
+  double wall_offset_ = 0;
+};
+
+}  // namespace emergent
