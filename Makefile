@@ -1,7 +1,8 @@
 # Thin wrapper over CMake. `make test` and `make run` install missing Debian packages first.
-#   make run | test | build | bench | figures | sanitize | format | clean | deps
+#   make run | test | build | bench | bench-compare | figures | sanitize | format | clean | deps
 # Variables: JOBS (parallel compile jobs, default 2), CMAKE_ARGS (extra -D options),
-#            RUN_ARGS (passed to scripts/make_run.sh).
+#            RUN_ARGS (passed to scripts/make_run.sh),
+#            COMPARE_ARGS (passed to benchmarks/compare_pytorch.py, e.g. --quick).
 
 BUILD_DIR    ?= build
 SANITIZE_DIR ?= build-sanitize
@@ -11,6 +12,7 @@ CMAKE        ?= cmake
 CTEST        ?= ctest
 CMAKE_ARGS   ?=
 RUN_ARGS     ?=
+COMPARE_ARGS ?=
 # Benchmarks are built only by `make bench` (which sets this to ON).
 BENCHMARKS   ?= OFF
 
@@ -19,7 +21,7 @@ FORMAT_DIRS  := include tests examples benchmarks
 # Quieter recursive output (also for the make that cmake --build runs).
 MAKEFLAGS    += --no-print-directory
 
-.PHONY: all deps configure build test run bench figures sanitize format clean
+.PHONY: all deps configure build test run bench bench-compare figures sanitize format clean
 
 all: build
 
@@ -51,6 +53,13 @@ bench: deps
 	  found=1; echo "== $$b"; "$$b"; \
 	done; \
 	[ $$found -eq 1 ] || echo "bench: no benchmarks/*.cpp yet"
+
+# emergent's training throughput against PyTorch's on this machine, in one run
+# (docs/results/performance.json). PyTorch comes from PyPI into .venv-torch/.
+bench-compare: deps
+	$(MAKE) build BENCHMARKS=ON
+	bash scripts/setup-pytorch-venv.sh
+	.venv-torch/bin/python benchmarks/compare_pytorch.py $(COMPARE_ARGS)
 
 figures: deps
 	$(MAKE) build

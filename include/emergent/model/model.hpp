@@ -134,25 +134,30 @@ class Model {
     return out;
   }
 
-  // GPT-2 initialisation (docs/model.md): N(0, 0.02) for matrices and embeddings, residual
-  // output projections N(0, 0.02/sqrt(2L)), biases 0, LayerNorm 1/0. Normals come from the
-  // Philox stream of `seed`, indexed by position in the buffer, so init is machine-independent.
+  // PyTorch's default initialisation (docs/model.md), so that runs compare with PyTorch
+  // reimplementations of the paper: Linear weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)),
+  // embeddings ~ N(0, 1), LayerNorm 1/0. Draws come from Philox streams of `seed`, indexed by
+  // position in the buffer, so an init is the same on every machine and thread count.
   static void init(std::span<Real> params, std::uint64_t seed) {
     require(params.size() == parameter_count, "Model::init", "parameter buffer has the wrong size");
     std::fill(params.begin(), params.end(), Real(0));
-    const PhiloxStream rng(seed, kInitStream);
-    const double residual_std = 0.02 / std::sqrt(2.0 * L);
-    for (const ParameterTensor& t : tensors()) {
-      const bool is_norm_weight = t.name.ends_with("ln1.weight") || t.name.ends_with("ln2.weight") ||
-                                  t.name == "final_ln.weight";
-      const bool is_matrix = t.shape.size() == 2;
-      const bool is_residual_out =
-          t.name.ends_with("mixer.out.weight") || t.name.ends_with("mlp.proj.weight");
+    const PhiloxStream uniform(seed, stream_id_from_name("model.init.uniform"));
+    const PhiloxStream normal(seed, stream_id_from_name("model.init.normal"));
+    const auto list = tensors();
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const ParameterTensor& t = list[k];
+      const bool is_embedding = t.name.starts_with("embed.");
+      const bool is_norm = t.name.find("ln") != std::string::npos;  // ln1, ln2, final_ln
+      // A Linear bias takes its bound from the fan-in of the weight just before it.
+      const std::int64_t fan_in = t.shape.size() == 2 ? t.shape[1] : (k > 0 ? list[k - 1].shape.back() : 1);
+      const double bound = 1.0 / std::sqrt(double(fan_in));
       for (std::size_t i = 0; i < t.size; ++i) {
-        Real value = 0;
-        if (is_norm_weight) value = 1;
-        else if (is_matrix) value = Real((is_residual_out ? residual_std : 0.02) * rng.normal(t.offset + i));
-        params[t.offset + i] = value;
+        const std::size_t index = t.offset + i;
+        Real value;
+        if (is_embedding) value = Real(normal.normal(index));
+        else if (is_norm) value = t.name.ends_with(".weight") ? Real(1) : Real(0);
+        else value = Real(bound * (2.0 * uniform.uniform(index) - 1.0));
+        params[index] = value;
       }
     }
   }
@@ -334,9 +339,6 @@ class Model {
   }
 
  private:
-  // Philox stream of the init normals; a name hash, far from the small stream ids (steps) that
-  // data streams use under the same seed.
-  static constexpr std::uint64_t kInitStream = stream_id_from_name("model.init");
 
   static void add_into(Real* y, const Real* x, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) y[i] += x[i];

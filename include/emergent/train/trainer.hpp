@@ -151,7 +151,6 @@ class Trainer {
     const auto started = std::chrono::steady_clock::now();
     auto last_progress = started;
     std::int64_t step = start_step;
-    bool stopped_early = false;
     for (; step < config_.steps; ++step) {
       task_.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
       const double loss = Net::forward(params_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)}, ws);
@@ -175,8 +174,7 @@ class Trainer {
         history_x1_.push_back(x1_loss);
         history_loss_.push_back(loss);
         if (config_.stop_x1_loss > 0 && smoothed_x1() < config_.stop_x1_loss) {
-          stopped_early = true;
-          ++step;
+          ++step;  // this step's update is done
           break;
         }
       }
@@ -188,7 +186,6 @@ class Trainer {
     }
     if (show_progress_) std::fprintf(stderr, "\n");
     if (step > start_step || !latest_checkpoint(run_dir_)) save(step, config_text);
-    (void)stopped_early;
     return finish(step, seconds_since(started) + wall_offset_);
   }
 
@@ -224,7 +221,9 @@ class Trainer {
     if (std::filesystem::exists(config_path)) {
       const TrainConfig existing = read_train_config(config_path);
       nlohmann::json a = to_json(existing), b = to_json(config_);
-      for (const char* key : {"steps", "stop_x1_loss", "threads"}) a.erase(key), b.erase(key);  // may change on resume
+      // These may change on resume, except steps under a cosine schedule, whose shape they set.
+      for (const char* key : {"steps", "stop_x1_loss", "threads"})
+        if (!(std::string(key) == "steps" && config_.schedule == "cosine")) a.erase(key), b.erase(key);
       require(a == b, config_path.string(),
               "this run folder holds a run with another configuration; choose a new --out or delete it");
     }

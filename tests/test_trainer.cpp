@@ -1,0 +1,375 @@
+// The trainer (train/trainer.hpp) end to end on a tiny model: determinism, independence of the
+// data stream from the thread count, bit-identical resume (also after a simulated kill),
+// config.json protection, checkpoint and config errors, and summary.json.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <emergent/core/parallel.hpp>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/model.hpp>
+#include <emergent/tasks/linear_map.hpp>
+#include <emergent/train/checkpoint.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/trainer.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using emergent::DotAttention;
+using emergent::Model;
+using emergent::Shape;
+using emergent::TrainConfig;
+
+using Net = Model<DotAttention, Shape{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
+using OtherNet = Model<DotAttention, Shape{.vocab = 2, .d_model = 8, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
+
+// A scratch folder removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    std::random_device rd;
+    path = fs::temp_directory_path() /
+           ("emergent_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// Restores the OpenMP thread count that Trainer::run and the tests change.
+struct ThreadCountGuard {
+  int saved = emergent::thread_count();
+  ~ThreadCountGuard() { emergent::set_thread_count(saved); }
+};
+
+TrainConfig small_config(std::int64_t steps = 40, std::uint64_t seed = 3) {
+  TrainConfig c;
+  c.state_size = 6;
+  c.ones_per_row = 2;
+  c.task_seed = 5;
+  c.shape = Net::shape;
+  c.seed = seed;
+  c.steps = steps;
+  c.batch_tokens = 96;  // 8 sequences of 12 tokens
+  c.lr = 3e-3;
+  c.warmup_steps = 5;
+  c.log_every = 1;
+  c.analysis_every = 5;
+  c.checkpoint_every = 10;
+  c.threads = 2;
+  return c;
+}
+
+emergent::RunSummary train(const TrainConfig& c, const fs::path& dir) {
+  return emergent::Trainer<Net>(c, dir, /*show_progress=*/false).run();
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in.good());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<nlohmann::json> read_metrics(const fs::path& dir, bool drop_wall = true) {
+  std::ifstream in(dir / "metrics.jsonl");
+  REQUIRE(in.good());
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    REQUIRE_FALSE(line.empty());
+    nlohmann::json row = nlohmann::json::parse(line);
+    REQUIRE(row.contains("wall_s"));
+    if (drop_wall) row.erase("wall_s");
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<std::int64_t> steps_of(const std::vector<nlohmann::json>& rows) {
+  std::vector<std::int64_t> steps;
+  for (const auto& r : rows) steps.push_back(r.at("step").get<std::int64_t>());
+  return steps;
+}
+
+// Every tensor of two checkpoints (parameters and both moments) bit for bit.
+void check_same_tensors(const fs::path& a, const fs::path& b) {
+  const emergent::SafetensorsFile fa(a), fb(b);
+  REQUIRE(fa.names() == fb.names());
+  CHECK(fa.size() == 3 * Net::tensors().size());
+  for (const std::string& name : fa.names()) {
+    CAPTURE(name);
+    const std::vector<float> x = fa.read_f32(name), y = fb.read_f32(name);
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+  }
+  CHECK(fa.metadata() == fb.metadata());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const emergent::Error& e) {
+    return e.what();
+  }
+  FAIL("expected emergent::Error");
+  return {};
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: same seed gives byte-identical checkpoints and metrics; another seed differs") {
+  ThreadCountGuard guard;
+  TempDir a("det_a"), b("det_b"), c("det_c");
+  train(small_config(), a.path);
+  train(small_config(), b.path);
+  train(small_config(40, 4), c.path);
+
+  const fs::path last = emergent::checkpoint_path(a.path, 40);
+  REQUIRE(fs::exists(last));
+  for (std::int64_t step : {10, 20, 30, 40}) CHECK(fs::exists(emergent::checkpoint_path(a.path, step)));
+  CHECK(read_bytes(last) == read_bytes(emergent::checkpoint_path(b.path, 40)));
+
+  const auto rows_a = read_metrics(a.path), rows_b = read_metrics(b.path);
+  CHECK(rows_a.size() == 40);
+  CHECK(rows_a == rows_b);
+  std::vector<std::int64_t> expected_steps(40);
+  for (int i = 0; i < 40; ++i) expected_steps[static_cast<std::size_t>(i)] = i;
+  CHECK(steps_of(rows_a) == expected_steps);
+  for (const auto& row : rows_a) {
+    const std::int64_t step = row.at("step").get<std::int64_t>();
+    CHECK(row.contains("attention_entropy") == (step % 5 == 0));
+    CHECK(row.contains("attention_iou") == (step % 5 == 0));
+    CHECK(std::isfinite(row.at("loss").get<double>()));
+  }
+  // training moved every parameter tensor away from the init of the seed
+  {
+    std::vector<float> init(Net::parameter_count), trained(Net::parameter_count);
+    Net::init(init, 3);
+    const emergent::SafetensorsFile f(last);
+    emergent::load_parameters<Net>(f, trained);
+    for (const auto& t : Net::tensors()) {
+      CAPTURE(t.name);
+      CHECK_FALSE(std::equal(init.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                             init.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size),
+                             trained.begin() + static_cast<std::ptrdiff_t>(t.offset)));
+    }
+  }
+
+  const emergent::SafetensorsFile fa(last), fc(emergent::checkpoint_path(c.path, 40));
+  const std::vector<float> pa = fa.read_f32("layers.0.mixer.qkv.weight"), pc = fc.read_f32("layers.0.mixer.qkv.weight");
+  REQUIRE(pa.size() == pc.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) differing += pa[i] != pc[i];
+  CHECK(differing > pa.size() * 9 / 10);
+  CHECK(read_metrics(c.path) != rows_a);
+
+  // summary.json
+  std::ifstream in(a.path / "summary.json");
+  REQUIRE(in.good());
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  CHECK(summary.at("steps_done").get<std::int64_t>() == 40);
+  CHECK(std::isfinite(summary.at("eval").at("loss").get<double>()));
+}
+
+TEST_CASE("data stream and forward pass do not depend on the thread count") {
+  ThreadCountGuard guard;
+  const emergent::LinearMap task(6, 2, 5);
+  const int B = 8, T = task.length();
+  std::vector<std::int32_t> in1(B * T), tg1(B * T), in2(B * T), tg2(B * T);
+  emergent::set_thread_count(1);
+  task.sample(3, 17, B, in1, tg1);
+  emergent::set_thread_count(2);
+  task.sample(3, 17, B, in2, tg2);
+  CHECK(in1 == in2);
+  CHECK(tg1 == tg2);
+
+  std::vector<float> params(Net::parameter_count);
+  Net::init(params, 9);
+  const std::vector<float> weights = task.full_loss_weights(), pattern = task.attention_target();
+  typename Net::Workspace ws1, ws2;
+  std::vector<float> g1(Net::parameter_count, 0.0f), g2(Net::parameter_count, 0.0f);
+  emergent::set_thread_count(1);
+  const double loss1 = Net::forward(params, {B, T, in1, tg1, weights, pattern, 0.5f}, ws1);
+  Net::backward(params, g1, ws1);
+  emergent::set_thread_count(2);
+  const double loss2 = Net::forward(params, {B, T, in1, tg1, weights, pattern, 0.5f}, ws2);
+  Net::backward(params, g2, ws2);
+  CHECK(std::abs(loss1 - loss2) <= 1e-6 * std::abs(loss1));
+  const bool loss_identical = loss1 == loss2;
+  const bool grads_identical = std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)) == 0;
+  MESSAGE("1 vs 2 threads: loss bit-identical = " << loss_identical << ", gradients bit-identical = " << grads_identical
+                                                 << " (|dloss| = " << std::abs(loss1 - loss2) << ")");
+}
+
+TEST_CASE("trainer: resume continues bit-identically, also after a kill between checkpoints") {
+  ThreadCountGuard guard;
+  TempDir a("resume_a"), b("resume_b"), k("resume_kill");
+  train(small_config(40), a.path);
+  const auto rows_a = read_metrics(a.path);
+  REQUIRE(rows_a.size() == 40);
+
+  {  // stop at 20, rerun the folder with steps = 40
+    const emergent::RunSummary first = train(small_config(20), b.path);
+    CHECK(first.steps_done == 20);
+    CHECK(fs::exists(emergent::checkpoint_path(b.path, 20)));
+    CHECK_FALSE(fs::exists(emergent::checkpoint_path(b.path, 30)));
+    CHECK(read_metrics(b.path).size() == 20);
+    const emergent::RunSummary second = train(small_config(40), b.path);
+    CHECK(second.steps_done == 40);
+    check_same_tensors(emergent::checkpoint_path(a.path, 40), emergent::checkpoint_path(b.path, 40));
+    CHECK(read_bytes(emergent::checkpoint_path(a.path, 40)) == read_bytes(emergent::checkpoint_path(b.path, 40)));
+    const auto rows_b = read_metrics(b.path);
+    CHECK(steps_of(rows_b) == steps_of(rows_a));
+    CHECK(rows_b == rows_a);
+    // wall_s keeps growing across the resume
+    const auto raw = read_metrics(b.path, false);
+    for (std::size_t i = 1; i < raw.size(); ++i) CHECK(raw[i].at("wall_s").get<double>() >= raw[i - 1].at("wall_s").get<double>());
+    // rerunning a finished run does nothing and keeps the rows
+    const emergent::RunSummary third = train(small_config(40), b.path);
+    CHECK(third.steps_done == 40);
+    CHECK(read_metrics(b.path) == rows_a);
+    check_same_tensors(emergent::checkpoint_path(a.path, 40), emergent::checkpoint_path(b.path, 40));
+  }
+
+  {  // killed after step 30 was logged but before its checkpoint, mid-way through a metrics row
+    train(small_config(30), k.path);
+    REQUIRE(fs::exists(emergent::checkpoint_path(k.path, 30)));
+    fs::remove(emergent::checkpoint_path(k.path, 30));
+    {
+      std::ofstream out(k.path / "metrics.jsonl", std::ios::app);
+      out << R"({"step":30,"loss":0.69,"x1_lo)";  // no newline: the kill cut the write
+    }
+    train(small_config(40), k.path);
+    check_same_tensors(emergent::checkpoint_path(a.path, 40), emergent::checkpoint_path(k.path, 40));
+    const auto rows_k = read_metrics(k.path);
+    CHECK(steps_of(rows_k) == steps_of(rows_a));
+    CHECK(rows_k == rows_a);
+  }
+}
+
+TEST_CASE("trainer: a changed config in an existing run folder is refused") {
+  ThreadCountGuard guard;
+  TempDir a("config_change");
+  train(small_config(10), a.path);
+  const std::string before = read_bytes(a.path / "config.json");
+  TrainConfig changed = small_config(20);
+  changed.lr = 1e-2;
+  const std::string message = error_of([&] { train(changed, a.path); });
+  CHECK(contains(message, "config.json"));
+  CHECK(read_bytes(a.path / "config.json") == before);  // the folder's config is kept
+  CHECK_FALSE(fs::exists(emergent::checkpoint_path(a.path, 20)));
+  // steps and threads may change on resume
+  TrainConfig more = small_config(20);
+  more.threads = 1;
+  CHECK(train(more, a.path).steps_done == 20);
+}
+
+TEST_CASE("checkpoint and config errors name the file and the field") {
+  ThreadCountGuard guard;
+  TempDir dir("errors");
+  std::vector<float> params(Net::parameter_count), m(Net::parameter_count, 0.0f), v(Net::parameter_count, 0.0f);
+  Net::init(params, 1);
+  const fs::path good = dir.path / "good.safetensors";
+  emergent::save_checkpoint<Net>(good, params, m, v, {7, 7, "{}"});
+
+  // round trip
+  std::vector<float> p2(Net::parameter_count), m2(Net::parameter_count), v2(Net::parameter_count);
+  const emergent::CheckpointState state = emergent::load_checkpoint<Net>(good, p2, m2, v2);
+  CHECK(state.step == 7);
+  CHECK(state.optimizer_steps == 7);
+  CHECK(p2 == params);
+
+  // truncated: the first half of the file
+  const std::string bytes = read_bytes(good);
+  const fs::path truncated = dir.path / "truncated.safetensors";
+  {
+    std::ofstream out(truncated, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  const std::string truncated_message = error_of([&] { emergent::load_checkpoint<Net>(truncated, p2, m2, v2); });
+  CAPTURE(truncated_message);
+  CHECK(contains(truncated_message, truncated.string()));
+
+  // the trainer refuses to resume from a truncated latest checkpoint, naming it
+  {
+    TempDir run("truncated_run");
+    train(small_config(10), run.path);
+    const fs::path last = emergent::checkpoint_path(run.path, 10);
+    fs::resize_file(last, fs::file_size(last) / 2);
+    const std::string resume_message = error_of([&] { train(small_config(20), run.path); });
+    CAPTURE(resume_message);
+    CHECK(contains(resume_message, last.string()));
+  }
+
+  // another shape: d_model 8 instead of 16
+  std::vector<float> other(OtherNet::parameter_count), om(OtherNet::parameter_count), ov(OtherNet::parameter_count);
+  const std::string shape_message = error_of([&] { emergent::load_checkpoint<OtherNet>(good, other, om, ov); });
+  CAPTURE(shape_message);
+  CHECK(contains(shape_message, good.string()));
+  CHECK(contains(shape_message, "embed.token.weight"));
+
+  // config.json with an unknown key, a missing key, a missing shape key
+  const nlohmann::json config = emergent::to_json(small_config());
+  auto write_json = [&](const std::string& name, const nlohmann::json& j) {
+    const fs::path p = dir.path / name;
+    std::ofstream(p) << j.dump(2);
+    return p;
+  };
+  CHECK(emergent::read_train_config(write_json("ok.json", config)).lr == 3e-3);
+
+  nlohmann::json typo = config;
+  typo["lrr"] = 0.1;
+  const fs::path typo_path = write_json("typo.json", typo);
+  const std::string typo_message = error_of([&] { emergent::read_train_config(typo_path); });
+  CAPTURE(typo_message);
+  CHECK(contains(typo_message, typo_path.string()));
+  CHECK(contains(typo_message, "'lrr'"));
+
+  nlohmann::json missing = config;
+  missing.erase("beta2");
+  const fs::path missing_path = write_json("missing.json", missing);
+  const std::string missing_message = error_of([&] { emergent::read_train_config(missing_path); });
+  CAPTURE(missing_message);
+  CHECK(contains(missing_message, missing_path.string()));
+  CHECK(contains(missing_message, "beta2"));
+
+  nlohmann::json missing_shape = config;
+  missing_shape["shape"].erase("d_ff");
+  const fs::path shape_path = write_json("missing_shape.json", missing_shape);
+  const std::string shape_field_message = error_of([&] { emergent::read_train_config(shape_path); });
+  CAPTURE(shape_field_message);
+  CHECK(contains(shape_field_message, shape_path.string()));
+  CHECK(contains(shape_field_message, "d_ff"));
+
+  nlohmann::json wrong_type = config;
+  wrong_type["steps"] = "many";
+  const fs::path type_path = write_json("wrong_type.json", wrong_type);
+  const std::string type_message = error_of([&] { emergent::read_train_config(type_path); });
+  CAPTURE(type_message);
+  CHECK(contains(type_message, type_path.string()));
+  CHECK(contains(type_message, "steps"));
+}
