@@ -11,8 +11,14 @@
 // Backward (per head): dV = A^T dO, dA = dO V^T, dS = A * (dA - rowsum(A * dA)),
 // dQ = dS K / sqrt(d_head), dK = dS^T Q / sqrt(d_head).
 // Any H from 1 to D that divides D works, d_head = 1 included.
+//
+// Per (sequence, head) the work runs on contiguous copies of that head's q, k, v [T, d_head], in
+// blocks of 128 queries whose score rows [128, keys] are small GEMMs (Eigen) followed by a softmax
+// over the visible keys; the full probabilities are kept for the backward and for analysis.
 #pragma once
 
+#include <Eigen/Core>
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -47,20 +53,32 @@ class DotAttention {
   static constexpr std::size_t out_bias = offset_of(layout, "out.bias");
 
   struct Activations {
-    Real* qkv = nullptr;     // [B*T, 3D]
-    Real* att = nullptr;     // [B, H, T, T] softmax probabilities (zero above the diagonal)
-    Real* heads = nullptr;   // [B*T, D] concatenated head outputs, input of the out projection
-    Real* d_heads = nullptr; // [B*T, D] backward scratch
-    Real* d_qkv = nullptr;   // [B*T, 3D] backward scratch
+    Real* qkv = nullptr;      // [B*T, 3D] output of the qkv projection
+    Real* q = nullptr;        // [B, H, T, d_head] each head's queries, contiguous
+    Real* k = nullptr;        // [B, H, T, d_head]
+    Real* v = nullptr;        // [B, H, T, d_head]
+    Real* att = nullptr;      // [B, H, T, T] softmax probabilities (zero above the diagonal)
+    Real* heads = nullptr;    // [B*T, D] concatenated head outputs, input of the out projection
+    Real* d_heads = nullptr;  // [B*T, D] backward scratch
+    Real* d_qkv = nullptr;    // [B*T, 3D] backward scratch
+    Real* d_q = nullptr;      // [B, H, T, d_head] backward scratch (also d_k, d_v)
+    Real* d_k = nullptr;
+    Real* d_v = nullptr;
   };
 
   static void carve(Arena<Real>& arena, Activations& acts, int batch, int length) {
     const std::size_t tokens = static_cast<std::size_t>(batch) * length;
     acts.qkv = arena.take(tokens * 3 * D);
+    acts.q = arena.take(tokens * D);
+    acts.k = arena.take(tokens * D);
+    acts.v = arena.take(tokens * D);
     acts.att = arena.take(static_cast<std::size_t>(batch) * H * length * length);
     acts.heads = arena.take(tokens * D);
     acts.d_heads = arena.take(tokens * D);
     acts.d_qkv = arena.take(tokens * 3 * D);
+    acts.d_q = arena.take(tokens * D);
+    acts.d_k = arena.take(tokens * D);
+    acts.d_v = arena.take(tokens * D);
   }
 
   // y[B*T,D] <- x[B*T,D]
@@ -72,37 +90,27 @@ class DotAttention {
     parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
-      const Real* qkv = acts.qkv + b * T * 3 * D;
-      Real* att = acts.att + bh * T * T;
-      Real* out = acts.heads + b * T * D + h * Dh;
-      for (int i = 0; i < T; ++i) {
-        const Real* q = qkv + static_cast<std::int64_t>(i) * 3 * D + h * Dh;
-        Real* row = att + static_cast<std::int64_t>(i) * T;
-        Real max = -std::numeric_limits<Real>::infinity();
-        for (int j = 0; j <= i; ++j) {
-          const Real* k = qkv + static_cast<std::int64_t>(j) * 3 * D + D + h * Dh;
-          Real s = 0;
-          for (int d = 0; d < Dh; ++d) s += q[d] * k[d];
-          s *= scale;
-          if (ctx.bias_pattern) s += ctx.bias_strength * ctx.bias_pattern[i * T + j];
-          row[j] = s;
-          max = s > max ? s : max;
+      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
+      split_head(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head, acts.v + head);
+      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
+      StridedHeadMap O(acts.heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
+      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+        const int rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
+        // Probabilities of this query block, written in place into att rows [i0, i0+rows).
+        AttentionBlock A(acts.att + (static_cast<std::size_t>(bh) * T + i0) * T, rows, keys, Stride(T, 1));
+        A.noalias() = Q.middleRows(i0, rows) * K.topRows(keys).transpose();
+        for (int r = 0; r < rows; ++r) {
+          const int i = i0 + r;  // query position: keys 0..i are visible
+          Real* row = &A(r, 0);
+          RowArrayMap visible(row, i + 1);
+          visible *= scale;
+          if (ctx.bias_pattern)
+            visible += ctx.bias_strength * ConstRowArrayMap(ctx.bias_pattern + static_cast<std::size_t>(i) * T, i + 1);
+          visible = (visible - visible.maxCoeff()).exp();  // Eigen's vectorised exp
+          visible *= Real(1) / visible.sum();
+          std::fill(row + i + 1, row + T, Real(0));  // also the part of the row outside the block
         }
-        Real sum = 0;
-        for (int j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - max);
-          sum += row[j];
-        }
-        const Real inv = Real(1) / sum;
-        for (int j = 0; j <= i; ++j) row[j] *= inv;
-        for (int j = i + 1; j < T; ++j) row[j] = 0;
-        Real* o = out + static_cast<std::int64_t>(i) * D;
-        for (int d = 0; d < Dh; ++d) o[d] = 0;
-        for (int j = 0; j <= i; ++j) {
-          const Real* v = qkv + static_cast<std::int64_t>(j) * 3 * D + 2 * D + h * Dh;
-          const Real a = row[j];
-          for (int d = 0; d < Dh; ++d) o[d] += a * v[d];
-        }
+        O.middleRows(i0, rows).noalias() = A * V.topRows(keys);
       }
     });
     nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
@@ -118,44 +126,75 @@ class DotAttention {
     parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
-      const Real* qkv = acts.qkv + b * T * 3 * D;
-      Real* d_qkv = acts.d_qkv + b * T * 3 * D;
-      const Real* att = acts.att + bh * T * T;
-      const Real* d_out = acts.d_heads + b * T * D + h * Dh;
-      for (int t = 0; t < T; ++t)  // this head's slice of dq, dk, dv, owned by this task alone
-        for (int part = 0; part < 3; ++part)
-          for (int d = 0; d < Dh; ++d) d_qkv[static_cast<std::int64_t>(t) * 3 * D + part * D + h * Dh + d] = 0;
-      std::vector<Real> d_att(T);
-      for (int i = 0; i < T; ++i) {
-        const Real* row = att + static_cast<std::int64_t>(i) * T;
-        const Real* dout = d_out + static_cast<std::int64_t>(i) * D;
-        const Real* q = qkv + static_cast<std::int64_t>(i) * 3 * D + h * Dh;
-        Real* dq = d_qkv + static_cast<std::int64_t>(i) * 3 * D + h * Dh;
-        Real row_dot = 0;  // sum_j A_ij dA_ij
-        for (int j = 0; j <= i; ++j) {
-          const Real* v = qkv + static_cast<std::int64_t>(j) * 3 * D + 2 * D + h * Dh;
-          Real* dv = d_qkv + static_cast<std::int64_t>(j) * 3 * D + 2 * D + h * Dh;
-          Real da = 0;
-          for (int d = 0; d < Dh; ++d) {
-            da += dout[d] * v[d];
-            dv[d] += row[j] * dout[d];
-          }
-          d_att[j] = da;
-          row_dot += row[j] * da;
+      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
+      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
+      const ConstStridedHeadMap dO(acts.d_heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
+      HeadMap dQ(acts.d_q + head, T, Dh), dK(acts.d_k + head, T, Dh), dV(acts.d_v + head, T, Dh);
+      dK.setZero();
+      dV.setZero();
+      RowMatrix dS(std::min(kQueryBlock, T), T);  // dA, then dS, of one query block
+      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+        const int rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
+        const ConstAttentionBlock A(acts.att + (static_cast<std::size_t>(bh) * T + i0) * T, rows, keys, Stride(T, 1));
+        auto dA = dS.topLeftCorner(rows, keys);
+        dA.noalias() = dO.middleRows(i0, rows) * V.topRows(keys).transpose();
+        dV.topRows(keys).noalias() += A.transpose() * dO.middleRows(i0, rows);
+        // dS = A * (dA - rowsum(A * dA)); A is zero above the diagonal, so dS is too.
+        for (int r = 0; r < rows; ++r) {
+          const int visible = i0 + r + 1;
+          const ConstRowArrayMap a(A.data() + static_cast<std::size_t>(r) * T, visible);
+          RowArrayMap da(&dA(r, 0), visible);
+          const Real row_dot = (a * da).sum();
+          da = a * (da - row_dot) * scale;
+          std::fill(&dA(r, 0) + visible, &dA(r, 0) + keys, Real(0));
         }
-        for (int j = 0; j <= i; ++j) {
-          const Real ds = row[j] * (d_att[j] - row_dot) * scale;
-          const Real* k = qkv + static_cast<std::int64_t>(j) * 3 * D + D + h * Dh;
-          Real* dk = d_qkv + static_cast<std::int64_t>(j) * 3 * D + D + h * Dh;
-          for (int d = 0; d < Dh; ++d) {
-            dq[d] += ds * k[d];
-            dk[d] += ds * q[d];
-          }
-        }
+        dQ.middleRows(i0, rows).noalias() = dA * K.topRows(keys);
+        dK.topRows(keys).noalias() += dA.transpose() * Q.middleRows(i0, rows);
       }
+      merge_head_gradients(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head, acts.d_k + head, acts.d_v + head);
     });
     nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
                         params + qkv_weight, B * T, D, 3 * D);
+  }
+
+ private:
+  // Query rows per block: a block's scores [128, keys] stay in L2 while the softmax runs over
+  // them, and K is packed for the GEMM T / 128 times per head.
+  static constexpr int kQueryBlock = 128;
+
+  using RowMatrix = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::Stride<Eigen::Dynamic, 1>;
+  using HeadMap = Eigen::Map<RowMatrix>;
+  using ConstHeadMap = Eigen::Map<const RowMatrix>;
+  using StridedHeadMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Stride>;
+  using ConstStridedHeadMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Stride>;
+  using AttentionBlock = Eigen::Map<RowMatrix, Eigen::Unaligned, Stride>;
+  using ConstAttentionBlock = Eigen::Map<const RowMatrix, Eigen::Unaligned, Stride>;
+  using RowArrayMap = Eigen::Map<Eigen::Array<Real, 1, Eigen::Dynamic>>;
+  using ConstRowArrayMap = Eigen::Map<const Eigen::Array<Real, 1, Eigen::Dynamic>>;
+
+  // Copies head h's columns of q, k and v out of qkv [T, 3D] into contiguous [T, d_head] blocks.
+  static void split_head(const Real* qkv, int h, int T, Real* q, Real* k, Real* v) {
+    for (int t = 0; t < T; ++t) {
+      const Real* row = qkv + static_cast<std::size_t>(t) * 3 * D + h * Dh;
+      for (int d = 0; d < Dh; ++d) {
+        q[t * Dh + d] = row[d];
+        k[t * Dh + d] = row[D + d];
+        v[t * Dh + d] = row[2 * D + d];
+      }
+    }
+  }
+
+  // The inverse of split_head for gradients: writes head h's columns of d_qkv [T, 3D].
+  static void merge_head_gradients(Real* d_qkv, int h, int T, const Real* dq, const Real* dk, const Real* dv) {
+    for (int t = 0; t < T; ++t) {
+      Real* row = d_qkv + static_cast<std::size_t>(t) * 3 * D + h * Dh;
+      for (int d = 0; d < Dh; ++d) {
+        row[d] = dq[t * Dh + d];
+        row[D + d] = dk[t * Dh + d];
+        row[2 * D + d] = dv[t * Dh + d];
+      }
+    }
   }
 };
 

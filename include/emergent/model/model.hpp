@@ -297,8 +297,9 @@ class Model {
     return weighted_token_mean(ws, ws.token_correct, weights);
   }
 
-  // Accumulates dL/dparams of the last forward's loss into grads.
-  static void backward(std::span<const Real> params, std::span<Real> grads, Workspace& ws) {
+  // Accumulates loss_scale * dL/dparams of the last forward's loss into grads. (A data-parallel
+  // step runs each slice of a batch with loss_scale = slice batch / whole batch.)
+  static void backward(std::span<const Real> params, std::span<Real> grads, Workspace& ws, Real loss_scale = 1) {
     require(grads.size() == parameter_count, "Model::backward", "gradient buffer has the wrong size");
     const int B = ws.batch, T = ws.length;
     const std::size_t N = static_cast<std::size_t>(B) * T;
@@ -306,7 +307,7 @@ class Model {
     Real* g = grads.data();
     double weight_sum = 0;
     for (int t = 0; t < T; ++t) weight_sum += ws.loss_weights[t];
-    const Real scale = weight_sum > 0 ? Real(1.0 / (B * weight_sum)) : Real(0);
+    const Real scale = weight_sum > 0 ? Real(loss_scale / (B * weight_sum)) : Real(0);
 
     nn::cross_entropy_backward(ws.d_logits, ws.probs, ws.targets.data(), ws.loss_weights,
                                static_cast<std::int64_t>(N), T, V, scale);

@@ -30,6 +30,7 @@
 #include "../analysis/emergence.hpp"
 #include "../core/error.hpp"
 #include "../core/parallel.hpp"
+#include "../model/data_parallel.hpp"
 #include "../optim/adamw.hpp"
 #include "../optim/schedule.hpp"
 #include "../tasks/linear_map.hpp"
@@ -66,19 +67,26 @@ struct RunSummary {
   double wall_seconds = 0;
 };
 
-// Attention analysis of the last forward pass in `ws`: queries that predict x1, keys of x0.
+// Attention analysis of the last forward pass, whose batch is split over `slices` (one
+// workspace per slice, in batch order): queries that predict x1, keys of x0.
 template <class Net>
-AttentionAnalysis analyse_attention(const typename Net::Workspace& ws, const LinearMap& task,
+AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices, const LinearMap& task,
                                     std::span<const float> target) {
-  const int T = ws.length, H = Net::shape.heads, S = task.state_size();
+  const int T = slices.front()->length, H = Net::shape.heads, S = task.state_size();
+  int batch = 0;
+  for (const auto* ws : slices) batch += ws->batch;
   std::vector<int> queries(S);
   for (int i = 0; i < S; ++i) queries[i] = task.x1_query(i);
   AttentionAnalysis out;
   std::vector<double> all_heads;  // every layer's heads side by side, for the best-head IoU
   for (int l = 0; l < Net::L; ++l) {
-    const std::size_t count = static_cast<std::size_t>(ws.batch) * H * T * T;
-    const std::vector<double> pattern =
-        batch_averaged_pattern(std::span<const float>(ws.layers[l].mixer.att, count), ws.batch, H, T);
+    std::vector<double> pattern(static_cast<std::size_t>(H) * T * T, 0.0);
+    for (const auto* ws : slices) {
+      const std::size_t count = static_cast<std::size_t>(ws->batch) * H * T * T;
+      const std::vector<double> part =
+          batch_averaged_pattern(std::span<const float>(ws->layers[l].mixer.att, count), ws->batch, H, T);
+      for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] += part[i] * ws->batch / batch;
+    }
     out.entropy.push_back(head_entropy(pattern, H, T, queries, 0, S));
     all_heads.insert(all_heads.end(), pattern.begin(), pattern.end());
   }
@@ -104,7 +112,8 @@ EvalResult evaluate(std::span<const float> params, const LinearMap& task, std::u
   r.loss = Net::forward(params, {batch, T, inputs, targets, full, target, bias}, ws);
   r.x1_loss = Net::weighted_mean(ws, x1);
   r.x1_accuracy = Net::weighted_accuracy(ws, x1);
-  r.attention = analyse_attention<Net>(ws, task, target);
+  const typename Net::Workspace* slices[] = {&ws};
+  r.attention = analyse_attention<Net>(slices, task, target);
   if (inputs_out) *inputs_out = inputs;
   if (targets_out) *targets_out = targets;
   return r;
@@ -142,7 +151,7 @@ class Trainer {
     const std::vector<float> target = task_.attention_target();
     const std::span<const float> bias_pattern = config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
-    typename Net::Workspace ws;
+    DataParallelStep<Net> parallel_step(config_.threads);
     const LrSchedule schedule{config_.lr, config_.warmup_steps, parse_schedule_kind(config_.schedule),
                               config_.steps, config_.min_lr_ratio};
 
@@ -153,22 +162,22 @@ class Trainer {
     std::int64_t step = start_step;
     for (; step < config_.steps; ++step) {
       task_.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
-      const double loss = Net::forward(params_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)}, ws);
-      std::fill(grads_.begin(), grads_.end(), 0.0f);
-      Net::backward(params_, grads_, ws);
+      const double loss =
+          parallel_step.run(params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)});
       const double lr = schedule.at(step);
       const double grad_norm = optimizer_.step(params_, grads_, lr);
 
       if (step % config_.log_every == 0) {
-        const double x1_loss = Net::weighted_mean(ws, x1);
+        const double x1_loss = parallel_step.weighted_mean(x1);
         nlohmann::json row = {{"step", step},
                               {"loss", loss},
                               {"x1_loss", x1_loss},
-                              {"x1_accuracy", Net::weighted_accuracy(ws, x1)},
+                              {"x1_accuracy", parallel_step.weighted_accuracy(x1)},
                               {"lr", lr},
                               {"grad_norm", grad_norm},
                               {"wall_s", seconds_since(started) + wall_offset_}};
-        if (step % config_.analysis_every == 0) row.update(to_json(analyse_attention<Net>(ws, task_, target)));
+        if (step % config_.analysis_every == 0)
+          row.update(to_json(analyse_attention<Net>(parallel_step.workspaces(), task_, target)));
         metrics << row.dump() << '\n' << std::flush;
         history_steps_.push_back(step);
         history_x1_.push_back(x1_loss);
