@@ -21,11 +21,11 @@ std::string optional_step(const std::optional<std::int64_t>& v) {
 }
 
 void print_summary(const emergent::RunSummary& s) {
-  std::printf("steps %lld  loss %.4f  x1_loss %.4f  plateau_end %s  emergence_step %s  solved_step %s\n",
-              (long long)s.steps_done, s.final_loss, s.final_x1_loss, optional_step(s.plateau_end).c_str(),
+  std::printf("steps %lld  loss %.4f  emergence metric %.4f  plateau_end %s  emergence_step %s  solved_step %s\n",
+              (long long)s.steps_done, s.final_loss, s.final_metric, optional_step(s.plateau_end).c_str(),
               optional_step(s.emergence_step).c_str(), optional_step(s.solved_step).c_str());
-  std::printf("eval (256 held-out sequences): loss %.4f  x1_loss %.4f  x1_accuracy %.4f  attention IoU %.3f\n",
-              s.eval.loss, s.eval.x1_loss, s.eval.x1_accuracy, s.eval.attention.iou);
+  std::printf("held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %.3f\n",
+              s.eval.loss, s.eval.predictable_loss, s.eval.predictable_accuracy, s.eval.attention.iou);
 }
 
 }  // namespace
@@ -37,9 +37,15 @@ int main(int argc, char** argv) {
   TrainConfig c;
   std::string out;
   auto* train = app.add_subcommand("train", "train one run into a run folder (resumes if it has checkpoints)");
-  train->add_option("--task", c.task, "task")->check(CLI::IsMember({"linear-map"}))->capture_default_str();
+  train->add_option("--task", c.task, "task")
+      ->check(CLI::IsMember({"linear-map", "cellular-automaton"}))->capture_default_str();
   train->add_option("--S", c.state_size, "state size S")->capture_default_str();
-  train->add_option("--s", c.ones_per_row, "ones per row of A")->capture_default_str();
+  train->add_option("--s", c.ones_per_row, "linear map: ones per row of A")->capture_default_str();
+  train->add_option("--states", c.states, "automaton: recorded states T per sequence")->capture_default_str();
+  train->add_option("--colours", c.colours, "automaton: colours C")->capture_default_str();
+  train->add_option("--window", c.window, "automaton: window W (odd)")->capture_default_str();
+  train->add_option("--depth", c.depth, "automaton: rule applications k between recorded states")->capture_default_str();
+  train->add_option("--rules", c.rules, "automaton: pool of N lookup tables, one per sequence")->capture_default_str();
   train->add_option("--task-seed", c.task_seed, "seed of the task (draws A)")->capture_default_str();
   train->add_option("--seed", c.seed, "seed of init and data")->capture_default_str();
   train->add_option("--steps", c.steps, "training steps")->capture_default_str();
@@ -61,7 +67,8 @@ int main(int argc, char** argv) {
   train->add_option("--log-every", c.log_every)->capture_default_str();
   train->add_option("--analysis-every", c.analysis_every, "steps between attention entropy/IoU rows")->capture_default_str();
   train->add_option("--checkpoint-every", c.checkpoint_every)->capture_default_str();
-  train->add_option("--stop-x1-loss", c.stop_x1_loss, "stop when the smoothed x1 loss is below this (0: never)")
+  train->add_option("--stop-below", c.stop_below,
+                    "stop when the smoothed emergence metric (x1 loss; automaton: loss) is below this (0: never)")
       ->capture_default_str();
   train->add_option("--threads", c.threads, "OpenMP threads (0: default)")->capture_default_str();
   train->add_option("--out", out, "run folder")->required();
@@ -80,8 +87,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*train) {
-      emergent::validate(c);
-      const auto& entry = find_shape(c.mixer, c.shape, 2 * c.state_size - 1);
+      if (c.is_cellular_automaton() && c.shape == TrainConfig{}.shape)  // no shape flag given: the paper's
+        c.shape = {.vocab = c.colours, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 0};
+      const auto& entry = find_shape(c.mixer, c.shape, c.sequence_tokens() - 1);
       c.shape = entry.shape;
       print_summary(entry.train(c, out, !quiet));
     } else if (*eval) {
@@ -97,10 +105,10 @@ int main(int argc, char** argv) {
       }
       request.batch = eval_batch;
       request.write_batch = write_batch;
-      const auto& entry = find_shape(request.config.mixer, request.config.shape, 2 * request.config.state_size - 1);
+      const auto& entry = find_shape(request.config.mixer, request.config.shape, request.config.sequence_tokens() - 1);
       const emergent::EvalResult r = entry.eval(request);
-      std::printf("loss %.6f  x1_loss %.6f  x1_accuracy %.4f  attention IoU %.3f\n", r.loss, r.x1_loss,
-                  r.x1_accuracy, r.attention.iou);
+      std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %.3f\n", r.loss,
+                  r.predictable_loss, r.predictable_accuracy, r.attention.iou);
       for (std::size_t l = 0; l < r.attention.entropy.size(); ++l) {
         std::printf("layer %zu head entropy:", l);
         for (double e : r.attention.entropy[l]) std::printf(" %.3f", e);

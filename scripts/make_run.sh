@@ -11,7 +11,7 @@ steps=${STEPS:-6000}
 bias=${BIAS:-5}
 seeds=${SEEDS:-"0 1 2"}
 mkdir -p "$out"
-common=(--S 16 --s 3 --steps "$steps" --stop-x1-loss 0.01 --threads 1 --quiet)
+common=(--S 16 --s 3 --steps "$steps" --stop-below 0.01 --threads 1 --quiet)
 
 jobs=()
 for seed in $seeds; do

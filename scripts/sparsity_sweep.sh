@@ -18,7 +18,7 @@ for seed in $seeds; do
   for s in $ones; do
     run="$out/s${s}_seed$seed"
     [ -f "$run/summary.json" ] && continue
-    ./build/emergent train --S "$S" --s "$s" --seed "$seed" --steps "$steps" --stop-x1-loss 0.01 \
+    ./build/emergent train --S "$S" --s "$s" --seed "$seed" --steps "$steps" --stop-below 0.01 \
       --threads 1 --quiet --out "$run" > /dev/null &
     running=$((running + 1))
     if [ "$running" -ge 2 ]; then wait -n; running=$((running - 1)); fi

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Prints one row per run folder from its summary.json and config.json.
 
+Columns: plateau_end / emergence / solved are the steps at which the smoothed emergence metric
+(x1 loss for the linear map, loss for the automaton) fell below the task's thresholds
+(summary.json "definitions"); loss and metric are their smoothed final values; eval and acc are
+the held-out loss and accuracy of the learnable predictions; IoU is the best-head attention IoU.
+
     python3 scripts/summarize_runs.py runs/make_run/*_seed*
 
 Censored steps (the threshold was never reached) print as '>N' with N the steps trained.
@@ -15,8 +20,8 @@ def step(value, steps_done):
 
 
 def main(folders):
-    header = f"{'run':<22}{'S':>4}{'s':>4}{'bias':>6}{'seed':>6}{'plateau_end':>13}{'emergence':>11}{'solved':>9}" \
-             f"{'loss':>9}{'x1_loss':>9}{'eval_x1':>9}{'x1_acc':>8}{'IoU':>7}{'wall_s':>8}"
+    header = f"{'run':<22}{'task':>6}{'S':>4}{'s':>4}{'bias':>6}{'seed':>6}{'plateau_end':>13}{'emergence':>11}" \
+             f"{'solved':>9}{'loss':>9}{'metric':>9}{'eval':>9}{'acc':>7}{'IoU':>6}{'wall_s':>8}"
     print(header)
     for folder in map(Path, folders):
         summary_path = folder / "summary.json"
@@ -26,10 +31,13 @@ def main(folders):
         s = json.loads(summary_path.read_text())
         c = json.loads((folder / "config.json").read_text())
         done = s["steps_done"]
-        print(f"{folder.name:<22}{c['S']:>4}{c['s']:>4}{c['bias']:>6g}{c['seed']:>6}"
+        prefix = "x1" if c["task"] == "linear-map" else "next_state"
+        task = "lin" if c["task"] == "linear-map" else "ca"
+        sparsity = c["s"] if c["task"] == "linear-map" else "-"
+        print(f"{folder.name:<22}{task:>6}{c['S']:>4}{sparsity:>4}{c['bias']:>6g}{c['seed']:>6}"
               f"{step(s['plateau_end'], done):>13}{step(s['emergence_step'], done):>11}{step(s['solved_step'], done):>9}"
-              f"{s['final_loss']:>9.4f}{s['final_x1_loss']:>9.4f}{s['eval']['x1_loss']:>9.4f}"
-              f"{s['eval']['x1_accuracy']:>8.3f}{s['eval']['attention_iou']:>7.2f}{s['wall_s']:>8.0f}")
+              f"{s['final_loss']:>9.4f}{s['final_metric']:>9.4f}{s['eval'][prefix + '_loss']:>9.4f}"
+              f"{s['eval'][prefix + '_accuracy']:>7.3f}{s['eval']['attention_iou']:>6.2f}{s['wall_s']:>8.0f}")
 
 
 if __name__ == "__main__":

@@ -70,11 +70,11 @@ EvalResult eval_entry(const EvalRequest& request) {
   std::vector<float> params(Net::parameter_count);
   load_parameters<Net>(file, params);
   const TrainConfig& c = request.config;
-  const LinearMap task(c.state_size, c.ones_per_row, c.task_seed);
+  const TaskSetup setup = make_task(c);
   std::vector<std::int32_t> inputs, targets;
-  EvalResult r = evaluate<Net>(params, task, c.seed, request.batch, float(c.bias), &inputs, &targets);
+  EvalResult r = evaluate<Net>(params, *setup.task, c.seed, request.batch, float(c.bias), &inputs, &targets);
   if (!request.write_batch.empty()) {
-    const nlohmann::json batch = {{"batch", request.batch}, {"length", task.length()},
+    const nlohmann::json batch = {{"batch", request.batch}, {"length", setup.task->length()},
                                   {"inputs", inputs}, {"targets", targets}};
     std::ofstream(request.write_batch) << batch.dump() << "\n";
   }

@@ -114,6 +114,16 @@ class LinearMap {
     return weights;
   }
 
+  // The SequenceTask view (tasks/task.hpp): the learnable predictions are those of x1; attention
+  // analysis looks at the queries that predict x1 and the keys of x0.
+  std::vector<float> predictable_loss_weights() const { return x1_loss_weights(); }
+  std::vector<int> analysis_queries() const {
+    std::vector<int> queries(static_cast<std::size_t>(state_size_));
+    for (int i = 0; i < state_size_; ++i) queries[static_cast<std::size_t>(i)] = x1_query(i);
+    return queries;
+  }
+  std::pair<int, int> analysis_key_range(int /*query*/) const { return {0, state_size_}; }
+
  private:
   // Row i: a partial Fisher-Yates shuffle of 0..S-1 picks s distinct columns uniformly. Draw k of
   // row i is below(i*S + k, S-k) on stream "matrix" of task_seed, so row i never depends on how

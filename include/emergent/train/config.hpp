@@ -18,11 +18,17 @@
 namespace emergent {
 
 struct TrainConfig {
-  // Task
+  // Task: "linear-map" (S, s) or "cellular-automaton" (S, states, colours, window, depth, rules)
   std::string task = "linear-map";
   int state_size = 16;        // S
-  int ones_per_row = 3;       // s
-  std::uint64_t task_seed = 0;  // draws A; fixed across seeds so that seeds differ only in init and data
+  int ones_per_row = 3;       // s (linear map)
+  int states = 16;            // T recorded states per sequence (cellular automaton)
+  int colours = 4;            // C (cellular automaton; the linear map is binary)
+  int window = 3;             // W (cellular automaton)
+  int depth = 1;              // k: rule applications between recorded states (cellular automaton)
+  int rules = 256;            // N: pool of lookup tables, one drawn per sequence (cellular automaton)
+  std::uint64_t task_seed = 0;  // draws A or the rule pool; fixed across seeds so that seeds differ
+                                // only in init and data
   // Model (must name a registered shape)
   std::string mixer = "dot_attention";
   Shape shape{};
@@ -44,16 +50,20 @@ struct TrainConfig {
   std::int64_t log_every = 10;
   std::int64_t analysis_every = 100;    // attention entropy / IoU rows
   std::int64_t checkpoint_every = 1000;
-  double stop_x1_loss = 0;    // > 0: stop once the smoothed x1 loss is below this
+  double stop_below = 0;  // > 0: stop once the smoothed emergence metric (x1 loss for the
+                          // linear map, loss for the automaton) is below this
   int threads = 0;            // 0: OpenMP's default
 
-  int sequence_tokens() const { return 2 * state_size; }
+  bool is_cellular_automaton() const { return task == "cellular-automaton"; }
+  int sequence_tokens() const { return is_cellular_automaton() ? state_size * states : 2 * state_size; }
   int batch() const { return std::max(1, batch_tokens / sequence_tokens()); }
 };
 
 inline nlohmann::json to_json(const TrainConfig& c) {
   return {
-      {"task", c.task}, {"S", c.state_size}, {"s", c.ones_per_row}, {"task_seed", c.task_seed},
+      {"task", c.task}, {"S", c.state_size}, {"s", c.ones_per_row}, {"states", c.states},
+      {"colours", c.colours}, {"window", c.window}, {"depth", c.depth}, {"rules", c.rules},
+      {"task_seed", c.task_seed},
       {"mixer", c.mixer},
       {"shape", {{"vocab", c.shape.vocab}, {"d_model", c.shape.d_model}, {"heads", c.shape.heads},
                  {"layers", c.shape.layers}, {"d_ff", c.shape.d_ff}, {"max_len", c.shape.max_len}}},
@@ -62,7 +72,7 @@ inline nlohmann::json to_json(const TrainConfig& c) {
       {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
       {"max_grad_norm", c.max_grad_norm}, {"bias", c.bias}, {"log_every", c.log_every},
       {"analysis_every", c.analysis_every}, {"checkpoint_every", c.checkpoint_every},
-      {"stop_x1_loss", c.stop_x1_loss}, {"threads", c.threads},
+      {"stop_below", c.stop_below}, {"threads", c.threads},
   };
 }
 
@@ -93,6 +103,11 @@ inline TrainConfig train_config_from_json(const nlohmann::json& j, const std::st
   read_field(j, where, "task", c.task);
   read_field(j, where, "S", c.state_size);
   read_field(j, where, "s", c.ones_per_row);
+  read_field(j, where, "states", c.states);
+  read_field(j, where, "colours", c.colours);
+  read_field(j, where, "window", c.window);
+  read_field(j, where, "depth", c.depth);
+  read_field(j, where, "rules", c.rules);
   read_field(j, where, "task_seed", c.task_seed);
   read_field(j, where, "mixer", c.mixer);
   require(j.contains("shape") && j["shape"].is_object(), where, "missing object 'shape'");
@@ -119,7 +134,7 @@ inline TrainConfig train_config_from_json(const nlohmann::json& j, const std::st
   read_field(j, where, "log_every", c.log_every);
   read_field(j, where, "analysis_every", c.analysis_every);
   read_field(j, where, "checkpoint_every", c.checkpoint_every);
-  read_field(j, where, "stop_x1_loss", c.stop_x1_loss);
+  read_field(j, where, "stop_below", c.stop_below);
   read_field(j, where, "threads", c.threads);
   return c;
 }
@@ -139,18 +154,25 @@ inline TrainConfig read_train_config(const std::filesystem::path& path) {
 // Checks the values that the trainer relies on; names the field at fault.
 inline void validate(const TrainConfig& c) {
   const std::string where = "config";
-  require(c.task == "linear-map", where, "task '" + c.task + "' is not known (expected linear-map)");
+  require(c.task == "linear-map" || c.is_cellular_automaton(), where,
+          "task '" + c.task + "' is not known (expected linear-map or cellular-automaton)");
   require(c.state_size >= 1, where, "S must be >= 1");
-  require(c.ones_per_row >= 1 && c.ones_per_row <= c.state_size, where, "s must be in [1, S]");
+  if (!c.is_cellular_automaton())
+    require(c.ones_per_row >= 1 && c.ones_per_row <= c.state_size, where, "s must be in [1, S]");
+  if (c.is_cellular_automaton())
+    require(c.colours <= c.shape.vocab, where,
+            "colours = " + std::to_string(c.colours) + " needs a model vocab >= colours, got " + std::to_string(c.shape.vocab));
   require(c.steps >= 0, where, "steps must be >= 0");
-  require(c.batch_tokens >= c.sequence_tokens(), where, "batch_tokens must hold at least one sequence (2S tokens)");
+  require(c.batch_tokens >= c.sequence_tokens(), where,
+          "batch_tokens must hold at least one sequence (" + std::to_string(c.sequence_tokens()) + " tokens)");
   require(c.lr > 0, where, "lr must be > 0");
   require(c.warmup_steps >= 0, where, "warmup_steps must be >= 0");
   require(c.schedule == "constant" || c.schedule == "cosine", where, "schedule must be constant or cosine");
   require(c.log_every >= 1 && c.analysis_every >= 1 && c.checkpoint_every >= 1, where,
           "log_every, analysis_every and checkpoint_every must be >= 1");
   require(c.sequence_tokens() - 1 <= c.shape.max_len, where,
-          "S = " + std::to_string(c.state_size) + " needs max_len >= 2S-1 = " + std::to_string(2 * c.state_size - 1));
+          "sequences of " + std::to_string(c.sequence_tokens()) + " tokens need max_len >= " +
+              std::to_string(c.sequence_tokens() - 1) + ", the shape has " + std::to_string(c.shape.max_len));
 }
 
 }  // namespace emergent

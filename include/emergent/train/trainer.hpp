@@ -2,9 +2,11 @@
 //
 // <run>/config.json      everything needed to rerun (train/config.hpp)
 // <run>/metrics.jsonl    one row per `log_every` steps: step, loss (full sequence, what the
-//                        paper plots), x1_loss, x1_accuracy, lr, grad_norm, wall_s; every
-//                        `analysis_every` steps also attention_entropy [layer][head] and
-//                        attention_iou (best head per row, mean over rows)
+//                        paper plots), <p>_loss and <p>_accuracy on the learnable predictions
+//                        (p = x1 for the linear map, next_state for the automaton), lr,
+//                        grad_norm, wall_s; every `analysis_every` steps also
+//                        attention_entropy [layer][head] and attention_iou
+//                        (analysis/attention_summary.hpp)
 // <run>/step_NNNNNN.safetensors  checkpoints (train/checkpoint.hpp)
 // <run>/summary.json     final losses, emergence steps, IoU
 //
@@ -25,95 +27,53 @@
 #include <string>
 #include <vector>
 
-#include "../analysis/attention_entropy.hpp"
-#include "../analysis/attention_iou.hpp"
+#include "../analysis/attention_summary.hpp"
 #include "../analysis/emergence.hpp"
 #include "../core/error.hpp"
 #include "../core/parallel.hpp"
 #include "../model/data_parallel.hpp"
 #include "../optim/adamw.hpp"
 #include "../optim/schedule.hpp"
-#include "../tasks/linear_map.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "task_factory.hpp"
 
 namespace emergent {
 
-// Thresholds that turn an x1-loss curve into emergence steps (analysis/emergence.hpp), on the
-// trailing mean of `kSmoothingRows` logged rows:
-//   plateau_end:     below ln 2 - 0.03  (the first row of A is being learned)
-//   emergence_step:  below ln 2 / 2     (the midpoint of the drop: half the rows learned)
-//   solved_step:     below 0.05
-inline constexpr double kLn2 = 0.69314718055994530942;
-inline constexpr double kPlateauMargin = 0.03;
-inline constexpr double kSolvedX1Loss = 0.05;
-inline constexpr int kSmoothingRows = 5;
-
-struct AttentionAnalysis {
-  std::vector<std::vector<double>> entropy;  // [layer][head], nats
-  double iou = 0;                            // best head per target row, mean over rows
-};
-
 struct EvalResult {
-  double loss = 0, x1_loss = 0, x1_accuracy = 0;
+  double loss = 0;
+  double predictable_loss = 0, predictable_accuracy = 0;  // x1 for the linear map
   AttentionAnalysis attention;
 };
 
 struct RunSummary {
   std::int64_t steps_done = 0;
-  double final_loss = 0, final_x1_loss = 0;
+  double final_loss = 0, final_metric = 0;  // smoothed loss and emergence metric at the end
   std::optional<std::int64_t> plateau_end, emergence_step, solved_step;
   EvalResult eval;
   double wall_seconds = 0;
 };
-
-// Attention analysis of the last forward pass, whose batch is split over `slices` (one
-// workspace per slice, in batch order): queries that predict x1, keys of x0.
-template <class Net>
-AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices, const LinearMap& task,
-                                    std::span<const float> target) {
-  const int T = slices.front()->length, H = Net::shape.heads, S = task.state_size();
-  int batch = 0;
-  for (const auto* ws : slices) batch += ws->batch;
-  std::vector<int> queries(S);
-  for (int i = 0; i < S; ++i) queries[i] = task.x1_query(i);
-  AttentionAnalysis out;
-  std::vector<double> all_heads;  // every layer's heads side by side, for the best-head IoU
-  for (int l = 0; l < Net::L; ++l) {
-    std::vector<double> pattern(static_cast<std::size_t>(H) * T * T, 0.0);
-    for (const auto* ws : slices) {
-      const std::size_t count = static_cast<std::size_t>(ws->batch) * H * T * T;
-      const std::vector<double> part =
-          batch_averaged_pattern(std::span<const float>(ws->layers[l].mixer.att, count), ws->batch, H, T);
-      for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] += part[i] * ws->batch / batch;
-    }
-    out.entropy.push_back(head_entropy(pattern, H, T, queries, 0, S));
-    all_heads.insert(all_heads.end(), pattern.begin(), pattern.end());
-  }
-  out.iou = best_head_row_iou(all_heads, Net::L * H, T, target, 0, S);
-  return out;
-}
 
 // Losses and attention of a checkpoint on a deterministic batch: the data stream of step
 // kEvalStep, which no training run reaches.
 inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
 
 template <class Net>
-EvalResult evaluate(std::span<const float> params, const LinearMap& task, std::uint64_t data_seed, int batch,
+EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed, int batch,
                     float bias, std::vector<std::int32_t>* inputs_out = nullptr,
                     std::vector<std::int32_t>* targets_out = nullptr) {
   const int T = task.length();
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
   task.sample(data_seed, kEvalStep, batch, inputs, targets);
-  const std::vector<float> full = task.full_loss_weights(), x1 = task.x1_loss_weights();
+  const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
   const std::vector<float> target = task.attention_target();
-  typename Net::Workspace ws;
+  DataParallelStep<Net> step;
+  std::vector<float> grads(Net::parameter_count);  // computed and dropped: the step runs both passes
   EvalResult r;
-  r.loss = Net::forward(params, {batch, T, inputs, targets, full, target, bias}, ws);
-  r.x1_loss = Net::weighted_mean(ws, x1);
-  r.x1_accuracy = Net::weighted_accuracy(ws, x1);
-  const typename Net::Workspace* slices[] = {&ws};
-  r.attention = analyse_attention<Net>(slices, task, target);
+  r.loss = step.run(params, grads, {batch, T, inputs, targets, full, bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias});
+  r.predictable_loss = step.weighted_mean(predictable);
+  r.predictable_accuracy = step.weighted_accuracy(predictable);
+  r.attention = analyse_attention<Net>(step.workspaces(), task, target);
   if (inputs_out) *inputs_out = inputs;
   if (targets_out) *targets_out = targets;
   return r;
@@ -131,7 +91,7 @@ class Trainer {
 
   Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
       : config_(std::move(config)), run_dir_(std::move(run_dir)), show_progress_(show_progress),
-        task_(config_.state_size, config_.ones_per_row, config_.task_seed),
+        setup_(make_task(config_)),
         params_(Net::parameter_count), grads_(Net::parameter_count),
         optimizer_(adamw_config(config_), decay_ranges(), Net::parameter_count) {
     validate(config_);
@@ -146,9 +106,11 @@ class Trainer {
     const std::string config_text = to_json(config_).dump(2);
     std::int64_t start_step = prepare_run_folder(config_text);
 
-    const int B = config_.batch(), T = task_.length();
-    const std::vector<float> full = task_.full_loss_weights(), x1 = task_.x1_loss_weights();
-    const std::vector<float> target = task_.attention_target();
+    const SequenceTask& task = *setup_.task;
+    const int B = config_.batch(), T = task.length();
+    const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
+    const std::vector<float> target = task.attention_target();
+    const std::string& name = setup_.predictable_name;
     const std::span<const float> bias_pattern = config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
     DataParallelStep<Net> parallel_step(config_.threads);
@@ -161,28 +123,28 @@ class Trainer {
     auto last_progress = started;
     std::int64_t step = start_step;
     for (; step < config_.steps; ++step) {
-      task_.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
+      task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
       const double loss =
           parallel_step.run(params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)});
       const double lr = schedule.at(step);
       const double grad_norm = optimizer_.step(params_, grads_, lr);
 
       if (step % config_.log_every == 0) {
-        const double x1_loss = parallel_step.weighted_mean(x1);
+        const double predictable_loss = parallel_step.weighted_mean(predictable);
         nlohmann::json row = {{"step", step},
                               {"loss", loss},
-                              {"x1_loss", x1_loss},
-                              {"x1_accuracy", parallel_step.weighted_accuracy(x1)},
+                              {name + "_loss", predictable_loss},
+                              {name + "_accuracy", parallel_step.weighted_accuracy(predictable)},
                               {"lr", lr},
                               {"grad_norm", grad_norm},
                               {"wall_s", seconds_since(started) + wall_offset_}};
         if (step % config_.analysis_every == 0)
-          row.update(to_json(analyse_attention<Net>(parallel_step.workspaces(), task_, target)));
+          row.update(to_json(analyse_attention<Net>(parallel_step.workspaces(), task, target)));
         metrics << row.dump() << '\n' << std::flush;
         history_steps_.push_back(step);
-        history_x1_.push_back(x1_loss);
+        history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
         history_loss_.push_back(loss);
-        if (config_.stop_x1_loss > 0 && smoothed_x1() < config_.stop_x1_loss) {
+        if (config_.stop_below > 0 && smoothed_metric() < config_.stop_below) {
           ++step;  // this step's update is done
           break;
         }
@@ -199,7 +161,7 @@ class Trainer {
   }
 
   std::span<const float> parameters() const { return params_; }
-  const LinearMap& task() const { return task_; }
+  const SequenceTask& task() const { return *setup_.task; }
 
  private:
   static AdamWConfig adamw_config(const TrainConfig& c) {
@@ -217,9 +179,9 @@ class Trainer {
     return seconds_between(a, std::chrono::steady_clock::now());
   }
 
-  double smoothed_x1() const {
-    const std::size_t n = std::min<std::size_t>(kSmoothingRows, history_x1_.size());
-    return std::accumulate(history_x1_.end() - n, history_x1_.end(), 0.0) / double(n);
+  double smoothed_metric() const {
+    const std::size_t n = std::min<std::size_t>(kSmoothingRows, history_metric_.size());
+    return std::accumulate(history_metric_.end() - n, history_metric_.end(), 0.0) / double(n);
   }
 
   // Writes config.json for a new run, or checks it and resumes an existing one. Returns the
@@ -231,7 +193,7 @@ class Trainer {
       const TrainConfig existing = read_train_config(config_path);
       nlohmann::json a = to_json(existing), b = to_json(config_);
       // These may change on resume, except steps under a cosine schedule, whose shape they set.
-      for (const char* key : {"steps", "stop_x1_loss", "threads"})
+      for (const char* key : {"steps", "stop_below", "threads"})
         if (!(std::string(key) == "steps" && config_.schedule == "cosine")) a.erase(key), b.erase(key);
       require(a == b, config_path.string(),
               "this run folder holds a run with another configuration; choose a new --out or delete it");
@@ -267,7 +229,7 @@ class Trainer {
       const std::int64_t row_step = row.at("step").get<std::int64_t>();
       if (row_step >= step) break;
       history_steps_.push_back(row_step);
-      history_x1_.push_back(row.at("x1_loss").get<double>());
+      history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
       history_loss_.push_back(row.at("loss").get<double>());
       wall_offset_ = row.at("wall_s").get<double>();
       kept += line + "\n";
@@ -295,38 +257,45 @@ class Trainer {
     const double elapsed = seconds_since(started);
     const double rate = double(step - start_step) / std::max(elapsed, 1e-9);
     const double eta = double(config_.steps - step) / std::max(rate, 1e-9);
-    std::fprintf(stderr, "\r%s  step %lld/%lld  loss %.4f  x1 %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
+    std::fprintf(stderr, "\r%s  step %lld/%lld  loss %.4f  %s %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
                  run_dir_.filename().string().c_str(), (long long)step, (long long)config_.steps, loss,
-                 history_x1_.empty() ? 0.0 : history_x1_.back(), rate,
+                 setup_.thresholds.metric.c_str(), history_metric_.empty() ? 0.0 : history_metric_.back(), rate,
                  rate * config_.batch() * config_.sequence_tokens(), eta);
   }
 
   RunSummary finish(std::int64_t steps_done, double wall) {
+    const EmergenceThresholds& th = setup_.thresholds;
     RunSummary s;
     s.steps_done = steps_done;
     s.wall_seconds = wall;
-    if (!history_x1_.empty()) {
-      const EmergenceSummary e = summarize_emergence(history_steps_, history_x1_, kLn2, kPlateauMargin, kSolvedX1Loss, kSmoothingRows);
-      s.plateau_end = e.plateau_end;
-      s.solved_step = e.solved_step;
-      s.emergence_step = first_step_below(history_steps_, history_x1_, kLn2 / 2, kSmoothingRows);
-      s.final_x1_loss = e.final_value;
+    if (!history_metric_.empty()) {
+      s.plateau_end = first_step_below(history_steps_, history_metric_, th.plateau_end_below, kSmoothingRows);
+      s.emergence_step = first_step_below(history_steps_, history_metric_, th.emergence_below, kSmoothingRows);
+      s.solved_step = first_step_below(history_steps_, history_metric_, th.solved_below, kSmoothingRows);
+      s.final_metric = trailing_mean(history_metric_, kSmoothingRows).back();
       s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
     }
-    s.eval = evaluate<Net>(params_, task_, config_.seed, 256, float(config_.bias));
+    s.eval = evaluate<Net>(params_, *setup_.task, config_.seed, std::max(1, config_.batch()), float(config_.bias));
     auto optional_json = [](const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    const std::string& name = setup_.predictable_name;
+    char definitions[512];
+    std::snprintf(definitions, sizeof definitions,
+                  "metric %s smoothed by the trailing mean of %d logged rows; plateau_end: < %.4f; "
+                  "emergence_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
+                  th.metric.c_str(), kSmoothingRows, th.plateau_end_below, th.emergence_below, th.solved_below);
     const nlohmann::json summary = {
         {"steps_done", s.steps_done},
         {"final_loss", s.final_loss},
-        {"final_x1_loss", s.final_x1_loss},
+        {"metric", th.metric},
+        {"final_metric", s.final_metric},
         {"plateau_end", optional_json(s.plateau_end)},
         {"emergence_step", optional_json(s.emergence_step)},
         {"solved_step", optional_json(s.solved_step)},
-        {"eval", {{"loss", s.eval.loss}, {"x1_loss", s.eval.x1_loss}, {"x1_accuracy", s.eval.x1_accuracy},
+        {"eval", {{"loss", s.eval.loss}, {name + "_loss", s.eval.predictable_loss},
+                  {name + "_accuracy", s.eval.predictable_accuracy},
                   {"attention_iou", s.eval.attention.iou}, {"attention_entropy", s.eval.attention.entropy}}},
         {"wall_s", s.wall_seconds},
-        {"definitions", "smoothed = trailing mean of 5 logged rows of x1_loss; plateau_end: < ln2-0.03; "
-                        "emergence_step: < ln2/2; solved_step: < 0.05; null = censored (never reached)"}};
+        {"definitions", definitions}};
     write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
     return s;
   }
@@ -334,11 +303,11 @@ class Trainer {
   TrainConfig config_;
   std::filesystem::path run_dir_;
   bool show_progress_;
-  LinearMap task_;
+  TaskSetup setup_;
   std::vector<float> params_, grads_;
   AdamW<float> optimizer_;
   std::vector<std::int64_t> history_steps_;
-  std::vector<double> history_x1_, history_loss_;
+  std::vector<double> history_metric_, history_loss_;  // the emergence metric and the loss, per row
   double wall_offset_ = 0;
 };
 
