@@ -21,9 +21,9 @@ std::string optional_step(const std::optional<std::int64_t>& v) {
 }
 
 void print_summary(const emergent::RunSummary& s) {
-  std::printf("steps %lld  loss %.4f  emergence metric %.4f  plateau_end %s  emergence_step %s  solved_step %s\n",
-              (long long)s.steps_done, s.final_loss, s.final_metric, optional_step(s.plateau_end).c_str(),
-              optional_step(s.emergence_step).c_str(), optional_step(s.solved_step).c_str());
+  std::printf("steps %lld  loss %.4f  emergence metric %.4f  emergence_step %s  midpoint_step %s  solved_step %s\n",
+              (long long)s.steps_done, s.final_loss, s.final_metric, optional_step(s.emergence_step).c_str(),
+              optional_step(s.midpoint_step).c_str(), optional_step(s.solved_step).c_str());
   std::printf("held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %.3f\n",
               s.eval.loss, s.eval.predictable_loss, s.eval.predictable_accuracy, s.eval.attention.iou);
 }

@@ -37,6 +37,7 @@ def curves(args):
     axes[1].set_title("loss on the x1 half")
     for ax in axes:
         ax.set_xscale("symlog", linthresh=100)
+        ax.set_xlim(left=0)
         ax.set_xlabel("step")
         ax.set_ylabel("loss (nats)")
         ax.legend(fontsize=7)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints one row per run folder from its summary.json and config.json.
 
-Columns: plateau_end / emergence / solved are the steps at which the smoothed emergence metric
+Columns: emergence / midpoint / solved are the steps at which the smoothed emergence metric
 (x1 loss for the linear map, loss for the automaton) fell below the task's thresholds
 (summary.json "definitions"); loss and metric are their smoothed final values; eval and acc are
 the held-out loss and accuracy of the learnable predictions; IoU is the best-head attention IoU.
@@ -20,7 +20,7 @@ def step(value, steps_done):
 
 
 def main(folders):
-    header = f"{'run':<22}{'task':>6}{'S':>4}{'s':>4}{'bias':>6}{'seed':>6}{'plateau_end':>13}{'emergence':>11}" \
+    header = f"{'run':<22}{'task':>6}{'S':>4}{'s':>4}{'bias':>6}{'seed':>6}{'emergence':>11}{'midpoint':>10}" \
              f"{'solved':>9}{'loss':>9}{'metric':>9}{'eval':>9}{'acc':>7}{'IoU':>6}{'wall_s':>8}"
     print(header)
     for folder in map(Path, folders):
@@ -35,7 +35,7 @@ def main(folders):
         task = "lin" if c["task"] == "linear-map" else "ca"
         sparsity = c["s"] if c["task"] == "linear-map" else "-"
         print(f"{folder.name:<22}{task:>6}{c['S']:>4}{sparsity:>4}{c['bias']:>6g}{c['seed']:>6}"
-              f"{step(s['plateau_end'], done):>13}{step(s['emergence_step'], done):>11}{step(s['solved_step'], done):>9}"
+              f"{step(s['emergence_step'], done):>11}{step(s['midpoint_step'], done):>10}{step(s['solved_step'], done):>9}"
               f"{s['final_loss']:>9.4f}{s['final_metric']:>9.4f}{s['eval'][prefix + '_loss']:>9.4f}"
               f"{s['eval'][prefix + '_accuracy']:>7.3f}{s['eval']['attention_iou']:>6.2f}{s['wall_s']:>8.0f}")
 

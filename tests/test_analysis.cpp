@@ -135,13 +135,16 @@ TEST_CASE("first_step_below on a synthetic step curve, and the censored case") {
   CHECK_FALSE(emergent::first_step_below(noisy_steps, noisy, 0.6, 5).has_value());
   CHECK_THROWS_AS(emergent::first_step_below(noisy_steps, loss, 0.5, 1), emergent::Error);
 
-  const emergent::EmergenceSummary solved = emergent::summarize_emergence(steps, loss, std::log(2.0), 0.05, 0.05, 1);
-  CHECK(solved.plateau_end == std::optional<std::int64_t>(500));
+  const emergent::EmergenceThresholds thresholds{"x1_loss", std::log(2.0) - 0.05, std::log(2.0) / 2, 0.05};
+  const emergent::EmergenceSummary solved = emergent::summarize_emergence(steps, loss, thresholds, 1);
+  CHECK(solved.emergence_step == std::optional<std::int64_t>(500));
+  CHECK(solved.midpoint_step == std::optional<std::int64_t>(500));
   CHECK(solved.solved_step == std::optional<std::int64_t>(500));
   CHECK(solved.final_value == doctest::Approx(0.01));
   const emergent::EmergenceSummary censored =
-      emergent::summarize_emergence(noisy_steps, std::vector<double>(50, std::log(2.0)), std::log(2.0), 0.05, 0.05, 3);
-  CHECK_FALSE(censored.plateau_end.has_value());
+      emergent::summarize_emergence(noisy_steps, std::vector<double>(50, std::log(2.0)), thresholds, 3);
+  CHECK_FALSE(censored.emergence_step.has_value());
+  CHECK_FALSE(censored.midpoint_step.has_value());
   CHECK_FALSE(censored.solved_step.has_value());
   CHECK(censored.final_value == doctest::Approx(std::log(2.0)));
 }

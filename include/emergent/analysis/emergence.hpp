@@ -7,12 +7,12 @@
 //     centred or EMA-with-lookahead, because a detection at step t must use only values up to t:
 //     then the answer does not change when the run goes on, and an online monitor and a post-hoc
 //     analysis agree. At the start the window is partial (the mean of the points so far).
-//   - plateau_end = first step where the smoothed loss < plateau_level - leave_margin: the loss
-//     has left chance (ln 2 for the linear map's x1 loss) by more than the noise. A margin, not
-//     "any decrease", because a batch loss wanders around chance during the plateau.
-//   - solved_step = first step where the smoothed loss < solved_threshold: the capability has
-//     emerged.
-// Both are censored (std::nullopt) when the curve never gets there within the run; a seed
+//   - emergence_step = first step where the smoothed loss < emergence_below, a little below
+//     chance: the loss has left the plateau by more than the noise (a margin, not "any decrease",
+//     because a batch loss wanders around chance during the plateau). The steps before it are the
+//     plateau length.
+//   - midpoint_step and solved_step: the same for halfway down and for (nearly) solved.
+// All are censored (std::nullopt) when the curve never gets there within the run; a seed
 // ensemble counts such runs as censored, never as "emerged at the last step".
 #pragma once
 
@@ -57,24 +57,27 @@ inline std::optional<std::int64_t> first_step_below(std::span<const std::int64_t
   return std::nullopt;
 }
 
-struct EmergenceSummary {
-  std::optional<std::int64_t> plateau_end;  // first step below plateau_level - leave_margin
-  std::optional<std::int64_t> solved_step;  // first step below solved_threshold
-  double final_value = 0.0;                 // trailing-window mean at the last logged point
+// Where one metric's thresholds lie (train/task_factory.hpp sets them per task).
+struct EmergenceThresholds {
+  std::string metric;  // the metrics.jsonl column they apply to, e.g. "x1_loss"
+  double emergence_below = 0, midpoint_below = 0, solved_below = 0;
 };
 
-// For the linear map's x1 loss: plateau_level = ln 2, e.g. leave_margin 0.05, solved_threshold
-// 0.05. final_value is smoothed like the rest, so that one noisy last batch does not decide
-// whether a run "ended solved".
-inline EmergenceSummary summarize_emergence(std::span<const std::int64_t> steps,
-                                            std::span<const double> loss, double plateau_level,
-                                            double leave_margin, double solved_threshold, int window) {
-  require(!loss.empty(), "summarize_emergence", "the loss curve is empty");
-  require(leave_margin >= 0.0, "summarize_emergence leave_margin", "must be >= 0");
+struct EmergenceSummary {
+  std::optional<std::int64_t> emergence_step, midpoint_step, solved_step;
+  double final_value = 0.0;  // trailing-window mean at the last logged point
+};
+
+// final_value is smoothed like the rest, so that one noisy last batch does not decide whether a
+// run "ended solved".
+inline EmergenceSummary summarize_emergence(std::span<const std::int64_t> steps, std::span<const double> values,
+                                            const EmergenceThresholds& thresholds, int window) {
+  require(!values.empty(), "summarize_emergence", "the curve is empty");
   EmergenceSummary summary;
-  summary.plateau_end = first_step_below(steps, loss, plateau_level - leave_margin, window);
-  summary.solved_step = first_step_below(steps, loss, solved_threshold, window);
-  summary.final_value = trailing_mean(loss, window).back();
+  summary.emergence_step = first_step_below(steps, values, thresholds.emergence_below, window);
+  summary.midpoint_step = first_step_below(steps, values, thresholds.midpoint_below, window);
+  summary.solved_step = first_step_below(steps, values, thresholds.solved_below, window);
+  summary.final_value = trailing_mean(values, window).back();
   return summary;
 }
 

@@ -2,18 +2,21 @@
 //
 // Emergence is read off the trailing mean of `kSmoothingRows` logged rows of one metric
 // (analysis/emergence.hpp), with thresholds that mean the same thing for every task:
-//   plateau_end: the model is leaving chance level;  emergence: the midpoint of the drop;
-//   solved: close to the floor. A threshold never reached leaves the run censored.
-// Linear map (metric x1_loss, chance ln 2): plateau_end < ln 2 - 0.03 (the first row of A is being
-//   learned), emergence < ln 2 / 2 (half the rows), solved < 0.05.
-// Cellular automaton (metric loss, chance ln C): plateau_end < 1.3, the paper's plateau threshold
-//   for C = 4 (scaled as 1.3 / ln 4 * ln C for other C); emergence < ln C / 2; solved < 0.2.
+//   emergence_step: the metric leaves the plateau (chance level): the abrupt drop begins. The
+//                   steps before it are the paper's plateau length.
+//   midpoint_step:  halfway from chance to zero;  solved_step: close to the floor.
+// A threshold never reached leaves the run censored.
+// Linear map (metric x1_loss, chance ln 2): emergence < ln 2 - 0.03 (the first rows of A are being
+//   learned), midpoint < ln 2 / 2 (about half the rows), solved < 0.05.
+// Cellular automaton (metric loss, chance ln C): emergence < 1.3, the paper's plateau threshold
+//   for C = 4 (scaled as 1.3 / ln 4 * ln C for other C); midpoint < ln C / 2; solved < 0.2.
 #pragma once
 
 #include <cmath>
 #include <memory>
 #include <string>
 
+#include "../analysis/emergence.hpp"
 #include "../tasks/cellular_automaton.hpp"
 #include "../tasks/linear_map.hpp"
 #include "../tasks/task.hpp"
@@ -22,11 +25,6 @@
 namespace emergent {
 
 inline constexpr int kSmoothingRows = 5;
-
-struct EmergenceThresholds {
-  std::string metric;  // the metrics.jsonl column the thresholds apply to
-  double plateau_end_below = 0, emergence_below = 0, solved_below = 0;
-};
 
 struct TaskSetup {
   std::unique_ptr<SequenceTask> task;

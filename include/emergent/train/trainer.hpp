@@ -49,7 +49,7 @@ struct EvalResult {
 struct RunSummary {
   std::int64_t steps_done = 0;
   double final_loss = 0, final_metric = 0;  // smoothed loss and emergence metric at the end
-  std::optional<std::int64_t> plateau_end, emergence_step, solved_step;
+  std::optional<std::int64_t> emergence_step, midpoint_step, solved_step;
   EvalResult eval;
   double wall_seconds = 0;
 };
@@ -269,10 +269,11 @@ class Trainer {
     s.steps_done = steps_done;
     s.wall_seconds = wall;
     if (!history_metric_.empty()) {
-      s.plateau_end = first_step_below(history_steps_, history_metric_, th.plateau_end_below, kSmoothingRows);
-      s.emergence_step = first_step_below(history_steps_, history_metric_, th.emergence_below, kSmoothingRows);
-      s.solved_step = first_step_below(history_steps_, history_metric_, th.solved_below, kSmoothingRows);
-      s.final_metric = trailing_mean(history_metric_, kSmoothingRows).back();
+      const EmergenceSummary e = summarize_emergence(history_steps_, history_metric_, th, kSmoothingRows);
+      s.emergence_step = e.emergence_step;
+      s.midpoint_step = e.midpoint_step;
+      s.solved_step = e.solved_step;
+      s.final_metric = e.final_value;
       s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
     }
     s.eval = evaluate<Net>(params_, *setup_.task, config_.seed, std::max(1, config_.batch()), float(config_.bias));
@@ -280,16 +281,16 @@ class Trainer {
     const std::string& name = setup_.predictable_name;
     char definitions[512];
     std::snprintf(definitions, sizeof definitions,
-                  "metric %s smoothed by the trailing mean of %d logged rows; plateau_end: < %.4f; "
-                  "emergence_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
-                  th.metric.c_str(), kSmoothingRows, th.plateau_end_below, th.emergence_below, th.solved_below);
+                  "metric %s smoothed by the trailing mean of %d logged rows; emergence_step: < %.4f; "
+                  "midpoint_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
+                  th.metric.c_str(), kSmoothingRows, th.emergence_below, th.midpoint_below, th.solved_below);
     const nlohmann::json summary = {
         {"steps_done", s.steps_done},
         {"final_loss", s.final_loss},
         {"metric", th.metric},
         {"final_metric", s.final_metric},
-        {"plateau_end", optional_json(s.plateau_end)},
         {"emergence_step", optional_json(s.emergence_step)},
+        {"midpoint_step", optional_json(s.midpoint_step)},
         {"solved_step", optional_json(s.solved_step)},
         {"eval", {{"loss", s.eval.loss}, {name + "_loss", s.eval.predictable_loss},
                   {name + "_accuracy", s.eval.predictable_accuracy},
