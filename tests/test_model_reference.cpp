@@ -282,6 +282,10 @@ constexpr Shape kTinyHeads{.vocab = 3, .d_model = 6, .heads = 6, .layers = 2, .d
 constexpr Shape kOneHead{.vocab = 5, .d_model = 12, .heads = 1, .layers = 1, .d_ff = 5, .max_len = 7};
 constexpr Shape kThreeLayers{.vocab = 2, .d_model = 8, .heads = 4, .layers = 3, .d_ff = 16, .max_len = 12};
 constexpr Shape kHeadsEqualWidth{.vocab = 4, .d_model = 16, .heads = 16, .layers = 1, .d_ff = 8, .max_len = 10};
+// Attention has a direct path up to T = 64 and a blocked GEMM path (128-query blocks) beyond:
+// T = 64 and 67 sit on either side of the switch, T = 297 and 300 span three query blocks.
+constexpr Shape kPathSwitch{.vocab = 3, .d_model = 8, .heads = 2, .layers = 1, .d_ff = 8, .max_len = 67};
+constexpr Shape kLongSequence{.vocab = 3, .d_model = 8, .heads = 2, .layers = 2, .d_ff = 8, .max_len = 300};
 
 }  // namespace
 
@@ -293,6 +297,11 @@ TEST_CASE_TEMPLATE("fast model matches the Eigen reference: loss, attention, eve
 
 TEST_CASE_TEMPLATE("heads == d_model (d_head 1, 16 heads) matches the reference", Real, float, double) {
   check_shape_against_reference<Model<DotAttention, kHeadsEqualWidth, Real>>(41);
+}
+
+TEST_CASE_TEMPLATE("long sequences (blocked attention path) match the reference", Real, float, double) {
+  check_shape_against_reference<Model<DotAttention, kPathSwitch, Real>>(43);
+  check_shape_against_reference<Model<DotAttention, kLongSequence, Real>>(47);
 }
 
 TEST_CASE("fast double model: gradients match central finite differences for every tensor") {

@@ -12,9 +12,10 @@
 // dQ = dS K / sqrt(d_head), dK = dS^T Q / sqrt(d_head).
 // Any H from 1 to D that divides D works, d_head = 1 included.
 //
-// Per (sequence, head) the work runs on contiguous copies of that head's q, k, v [T, d_head], in
-// blocks of 128 queries whose score rows [128, keys] are small GEMMs (Eigen) followed by a softmax
-// over the visible keys; the full probabilities are kept for the backward and for analysis.
+// Per (sequence, head) the work runs on contiguous copies of that head's q, k, v [T, d_head] (k
+// and v also transposed). Up to T = 64 loops over the keys with d_head a compile-time constant;
+// longer sequences go in blocks of 128 queries whose score rows are small Eigen GEMMs. Either way
+// the full probabilities are kept, for the backward and for analysis.
 #pragma once
 
 #include <Eigen/Core>
@@ -57,6 +58,8 @@ class DotAttention {
     Real* q = nullptr;        // [B, H, T, d_head] each head's queries, contiguous
     Real* k = nullptr;        // [B, H, T, d_head]
     Real* v = nullptr;        // [B, H, T, d_head]
+    Real* kt = nullptr;       // [B, H, d_head, T] k and v transposed, for loops over keys
+    Real* vt = nullptr;       // [B, H, d_head, T]
     Real* att = nullptr;      // [B, H, T, T] softmax probabilities (zero above the diagonal)
     Real* heads = nullptr;    // [B*T, D] concatenated head outputs, input of the out projection
     Real* d_heads = nullptr;  // [B*T, D] backward scratch
@@ -72,6 +75,8 @@ class DotAttention {
     acts.q = arena.take(tokens * D);
     acts.k = arena.take(tokens * D);
     acts.v = arena.take(tokens * D);
+    acts.kt = arena.take(tokens * D);
+    acts.vt = arena.take(tokens * D);
     acts.att = arena.take(static_cast<std::size_t>(batch) * H * length * length);
     acts.heads = arena.take(tokens * D);
     acts.d_heads = arena.take(tokens * D);
@@ -91,27 +96,13 @@ class DotAttention {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
       const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      split_head(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head, acts.v + head);
-      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
-      StridedHeadMap O(acts.heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
-      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
-        const int rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
-        // Probabilities of this query block, written in place into att rows [i0, i0+rows).
-        AttentionBlock A(acts.att + (static_cast<std::size_t>(bh) * T + i0) * T, rows, keys, Stride(T, 1));
-        A.noalias() = Q.middleRows(i0, rows) * K.topRows(keys).transpose();
-        for (int r = 0; r < rows; ++r) {
-          const int i = i0 + r;  // query position: keys 0..i are visible
-          Real* row = &A(r, 0);
-          RowArrayMap visible(row, i + 1);
-          visible *= scale;
-          if (ctx.bias_pattern)
-            visible += ctx.bias_strength * ConstRowArrayMap(ctx.bias_pattern + static_cast<std::size_t>(i) * T, i + 1);
-          visible = (visible - visible.maxCoeff()).exp();  // Eigen's vectorised exp
-          visible *= Real(1) / visible.sum();
-          std::fill(row + i + 1, row + T, Real(0));  // also the part of the row outside the block
-        }
-        O.middleRows(i0, rows).noalias() = A * V.topRows(keys);
-      }
+      split_head(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head, acts.v + head, acts.kt + head,
+                 acts.vt + head);
+      const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head, acts.vt + head};
+      Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
+      Real* out = acts.heads + b * T * D + h * Dh;
+      if (T <= kDirectMaxLength) direct_forward(in, att, out, T, scale, ctx);
+      else blocked_forward(in, att, out, T, scale, ctx);
     });
     nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
   }
@@ -127,30 +118,11 @@ class DotAttention {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
       const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
-      const ConstStridedHeadMap dO(acts.d_heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
-      HeadMap dQ(acts.d_q + head, T, Dh), dK(acts.d_k + head, T, Dh), dV(acts.d_v + head, T, Dh);
-      dK.setZero();
-      dV.setZero();
-      RowMatrix dS(std::min(kQueryBlock, T), T);  // dA, then dS, of one query block
-      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
-        const int rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
-        const ConstAttentionBlock A(acts.att + (static_cast<std::size_t>(bh) * T + i0) * T, rows, keys, Stride(T, 1));
-        auto dA = dS.topLeftCorner(rows, keys);
-        dA.noalias() = dO.middleRows(i0, rows) * V.topRows(keys).transpose();
-        dV.topRows(keys).noalias() += A.transpose() * dO.middleRows(i0, rows);
-        // dS = A * (dA - rowsum(A * dA)); A is zero above the diagonal, so dS is too.
-        for (int r = 0; r < rows; ++r) {
-          const int visible = i0 + r + 1;
-          const ConstRowArrayMap a(A.data() + static_cast<std::size_t>(r) * T, visible);
-          RowArrayMap da(&dA(r, 0), visible);
-          const Real row_dot = (a * da).sum();
-          da = a * (da - row_dot) * scale;
-          std::fill(&dA(r, 0) + visible, &dA(r, 0) + keys, Real(0));
-        }
-        dQ.middleRows(i0, rows).noalias() = dA * K.topRows(keys);
-        dK.topRows(keys).noalias() += dA.transpose() * Q.middleRows(i0, rows);
-      }
+      const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head, acts.vt + head};
+      const Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
+      const Real* d_out = acts.d_heads + b * T * D + h * Dh;
+      if (T <= kDirectMaxLength) direct_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
+      else blocked_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
       merge_head_gradients(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head, acts.d_k + head, acts.d_v + head);
     });
     nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
@@ -158,6 +130,10 @@ class DotAttention {
   }
 
  private:
+  // Sequences up to this length take the direct path: loops over keys with d_head a
+  // compile-time constant, no GEMM set-up (which dominates at the linear map's T = 31). Longer
+  // ones go through blocks of small Eigen GEMMs.
+  static constexpr int kDirectMaxLength = 64;
   // Query rows per block: a block's scores [128, keys] stay in L2 while the softmax runs over
   // them, and K is packed for the GEMM T / 128 times per head.
   static constexpr int kQueryBlock = 128;
@@ -168,19 +144,134 @@ class DotAttention {
   using ConstHeadMap = Eigen::Map<const RowMatrix>;
   using StridedHeadMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Stride>;
   using ConstStridedHeadMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Stride>;
-  using AttentionBlock = Eigen::Map<RowMatrix, Eigen::Unaligned, Stride>;
-  using ConstAttentionBlock = Eigen::Map<const RowMatrix, Eigen::Unaligned, Stride>;
   using RowArrayMap = Eigen::Map<Eigen::Array<Real, 1, Eigen::Dynamic>>;
   using ConstRowArrayMap = Eigen::Map<const Eigen::Array<Real, 1, Eigen::Dynamic>>;
 
-  // Copies head h's columns of q, k and v out of qkv [T, 3D] into contiguous [T, d_head] blocks.
-  static void split_head(const Real* qkv, int h, int T, Real* q, Real* k, Real* v) {
+  // One head of one sequence: q, k, v [T, d_head] and k, v transposed [d_head, T], contiguous.
+  struct HeadInputs {
+    const Real *q, *k, *v, *kt, *vt;
+  };
+
+  // row[0..i] <- softmax(scale * row[0..i] + c P[i, 0..i]); row[i+1..T) <- 0.
+  static void softmax_row(Real* row, int i, int T, Real scale, const MixerContext<Real>& ctx) {
+    RowArrayMap visible(row, i + 1);
+    visible *= scale;
+    if (ctx.bias_pattern)
+      visible += ctx.bias_strength * ConstRowArrayMap(ctx.bias_pattern + static_cast<std::size_t>(i) * T, i + 1);
+    visible = (visible - visible.maxCoeff()).exp();  // Eigen's vectorised exp
+    visible *= Real(1) / visible.sum();
+    std::fill(row + i + 1, row + T, Real(0));
+  }
+
+  // att [T, T] and out (rows of stride D) for one head.
+  static void direct_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
+                             const MixerContext<Real>& ctx) {
+    for (int i = 0; i < T; ++i) {
+      Real* row = att + static_cast<std::size_t>(i) * T;
+      const Real* q = in.q + i * Dh;
+      std::fill(row, row + i + 1, Real(0));
+      for (int d = 0; d < Dh; ++d) {  // scores, vectorised over the keys
+        const Real qd = q[d];
+        const Real* kt = in.kt + d * T;
+        for (int j = 0; j <= i; ++j) row[j] += qd * kt[j];
+      }
+      softmax_row(row, i, T, scale, ctx);
+      Real o[Dh] = {};
+      for (int j = 0; j <= i; ++j) {
+        const Real a = row[j];
+        const Real* v = in.v + j * Dh;
+        for (int d = 0; d < Dh; ++d) o[d] += a * v[d];
+      }
+      std::copy(o, o + Dh, out + static_cast<std::size_t>(i) * D);
+    }
+  }
+
+  // dq, dk, dv [T, d_head] of one head from d_out (rows of stride D).
+  static void direct_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk,
+                              Real* dv, int T, Real scale) {
+    std::fill(dk, dk + T * Dh, Real(0));
+    std::fill(dv, dv + T * Dh, Real(0));
+    Real d_att[kDirectMaxLength];
+    for (int i = 0; i < T; ++i) {
+      const Real* row = att + static_cast<std::size_t>(i) * T;
+      const Real* dout = d_out + static_cast<std::size_t>(i) * D;
+      const Real* q = in.q + i * Dh;
+      std::fill(d_att, d_att + i + 1, Real(0));
+      for (int d = 0; d < Dh; ++d) {  // dA_ij = dO_i . v_j, vectorised over the keys
+        const Real od = dout[d];
+        const Real* vt = in.vt + d * T;
+        for (int j = 0; j <= i; ++j) d_att[j] += od * vt[j];
+      }
+      Real row_dot = 0;  // sum_j A_ij dA_ij
+      for (int j = 0; j <= i; ++j) row_dot += row[j] * d_att[j];
+      Real dq_i[Dh] = {};
+      for (int j = 0; j <= i; ++j) {
+        const Real a = row[j], ds = a * (d_att[j] - row_dot) * scale;
+        const Real* k = in.k + j * Dh;
+        Real* dk_j = dk + j * Dh;
+        Real* dv_j = dv + j * Dh;
+        for (int d = 0; d < Dh; ++d) {
+          dv_j[d] += a * dout[d];
+          dq_i[d] += ds * k[d];
+          dk_j[d] += ds * q[d];
+        }
+      }
+      std::copy(dq_i, dq_i + Dh, dq + i * Dh);
+    }
+  }
+
+  // The same for long sequences, in blocks of kQueryBlock queries through Eigen GEMMs.
+  static void blocked_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
+                              const MixerContext<Real>& ctx) {
+    const ConstHeadMap Q(in.q, T, Dh), K(in.k, T, Dh), V(in.v, T, Dh);
+    StridedHeadMap O(out, T, Dh, Stride(D, 1));
+    for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+      const int rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
+      // Scores of this query block, written in place into att rows [i0, i0+rows).
+      StridedHeadMap A(att + static_cast<std::size_t>(i0) * T, rows, keys, Stride(T, 1));
+      A.noalias() = Q.middleRows(i0, rows) * K.topRows(keys).transpose();
+      for (int r = 0; r < rows; ++r) softmax_row(att + static_cast<std::size_t>(i0 + r) * T, i0 + r, T, scale, ctx);
+      O.middleRows(i0, rows).noalias() = A * V.topRows(keys);
+    }
+  }
+
+  static void blocked_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk,
+                               Real* dv, int T, Real scale) {
+    const ConstHeadMap Q(in.q, T, Dh), K(in.k, T, Dh), V(in.v, T, Dh);
+    const ConstStridedHeadMap dO(d_out, T, Dh, Stride(D, 1));
+    HeadMap dQ(dq, T, Dh), dK(dk, T, Dh), dV(dv, T, Dh);
+    dK.setZero();
+    dV.setZero();
+    RowMatrix dS(std::min(kQueryBlock, T), T);  // dA, then dS, of one query block
+    for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+      const int rows = std::min(kQueryBlock, T - i0), keys = i0 + rows;
+      const ConstStridedHeadMap A(att + static_cast<std::size_t>(i0) * T, rows, keys, Stride(T, 1));
+      auto dA = dS.topLeftCorner(rows, keys);
+      dA.noalias() = dO.middleRows(i0, rows) * V.topRows(keys).transpose();
+      dV.topRows(keys).noalias() += A.transpose() * dO.middleRows(i0, rows);
+      // dS = A * (dA - rowsum(A * dA)); A is zero above the diagonal, so dS is too.
+      for (int r = 0; r < rows; ++r) {
+        const int visible = i0 + r + 1;
+        const ConstRowArrayMap a(att + static_cast<std::size_t>(i0 + r) * T, visible);
+        RowArrayMap da(&dA(r, 0), visible);
+        const Real row_dot = (a * da).sum();
+        da = a * (da - row_dot) * scale;
+        std::fill(&dA(r, 0) + visible, &dA(r, 0) + keys, Real(0));
+      }
+      dQ.middleRows(i0, rows).noalias() = dA * K.topRows(keys);
+      dK.topRows(keys).noalias() += dA.transpose() * Q.middleRows(i0, rows);
+    }
+  }
+
+  // Copies head h's columns of q, k and v out of qkv [T, 3D] into contiguous [T, d_head] blocks,
+  // and k, v also transposed [d_head, T].
+  static void split_head(const Real* qkv, int h, int T, Real* q, Real* k, Real* v, Real* kt, Real* vt) {
     for (int t = 0; t < T; ++t) {
       const Real* row = qkv + static_cast<std::size_t>(t) * 3 * D + h * Dh;
       for (int d = 0; d < Dh; ++d) {
         q[t * Dh + d] = row[d];
-        k[t * Dh + d] = row[D + d];
-        v[t * Dh + d] = row[2 * D + d];
+        k[t * Dh + d] = kt[d * T + t] = row[D + d];
+        v[t * Dh + d] = vt[d * T + t] = row[2 * D + d];
       }
     }
   }
