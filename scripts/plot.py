@@ -2,6 +2,10 @@
 """Plots of emergent run folders (matplotlib; Debian's python3-matplotlib).
 
     python3 scripts/plot.py curves --out curves.png runs/a runs/b ...   x1 loss and full loss vs step
+    python3 scripts/plot.py sparsity --out sparsity.png runs/sparsity_S8 runs/sparsity_S16
+                                         final full-sequence loss against s/S (paper Fig. 4 left)
+    python3 scripts/plot.py plateau --out plateau.png runs/ca_context_length/results.jsonl
+                                         CA plateau length against S, with and without the bias
 """
 import argparse
 import json
@@ -46,14 +50,73 @@ def curves(args):
     print(f"wrote {args.out}")
 
 
+def sparsity(args):
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for sweep in args.sweeps:
+        points = []
+        for run in sorted(Path(sweep).glob("s*_seed*")):
+            summary_path = run / "summary.json"
+            if not summary_path.exists():
+                continue
+            config = json.loads((run / "config.json").read_text())
+            summary = json.loads(summary_path.read_text())
+            points.append((config["s"] / config["S"], summary["final_loss"]))
+        if not points:
+            continue
+        points.sort()
+        S = json.loads((next(Path(sweep).glob("s*_seed*")) / "config.json").read_text())["S"]
+        ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label=f"S={S}")
+        ax.axhline((S - 1) / (2 * S - 1) * math.log(2), color="grey", ls=":", lw=1)
+    ax.axhline(math.log(2), color="black", ls="--", lw=1, label="ln 2 (chance)")
+    ax.set_xlabel("s / S")
+    ax.set_ylabel("final full-sequence loss (smoothed)")
+    ax.set_title("linear map: sparsity (dotted: floors (S-1)/(2S-1) ln 2)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")
+
+
+def plateau(args):
+    rows = [json.loads(line) for line in Path(args.results).read_text().splitlines() if line]
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for biased, style, label in ((False, "o-", "no bias"), (True, "s--", "attention bias")):
+        by_size = {}
+        for r in rows:
+            if (r["bias"] != 0) == biased:
+                value = r["plateau_length"] if r["plateau_length"] is not None else r["steps_done"]
+                by_size.setdefault(r["S"], []).append((value, r["plateau_length"] is None))
+        sizes = sorted(by_size)
+        means = [sum(v for v, _ in by_size[S]) / len(by_size[S]) for S in sizes]
+        ax.plot(sizes, means, style, label=label)
+        for S in sizes:
+            for value, censored in by_size[S]:
+                ax.scatter([S], [value], marker="^" if censored else ".", color="grey", zorder=3)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("state size S")
+    ax.set_ylabel("plateau length (steps to smoothed loss < 1.3)")
+    ax.set_title("cellular automaton (^: censored at the step budget)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("curves", help="loss curves of run folders")
     p.add_argument("--out", required=True)
     p.add_argument("runs", nargs="+")
+    p = sub.add_parser("sparsity", help="final loss against s/S of sparsity sweeps")
+    p.add_argument("--out", required=True)
+    p.add_argument("sweeps", nargs="+")
+    p = sub.add_parser("plateau", help="CA plateau length against S from ca_context_length results")
+    p.add_argument("--out", required=True)
+    p.add_argument("results")
     args = parser.parse_args()
-    {"curves": curves}[args.command](args)
+    {"curves": curves, "sparsity": sparsity, "plateau": plateau}[args.command](args)
 
 
 if __name__ == "__main__":
