@@ -286,6 +286,8 @@ constexpr Shape kHeadsEqualWidth{.vocab = 4, .d_model = 16, .heads = 16, .layers
 // T = 64 and 67 sit on either side of the switch, T = 297 and 300 span three query blocks.
 constexpr Shape kPathSwitch{.vocab = 3, .d_model = 8, .heads = 2, .layers = 1, .d_ff = 8, .max_len = 67};
 constexpr Shape kLongSequence{.vocab = 3, .d_model = 8, .heads = 2, .layers = 2, .d_ff = 8, .max_len = 300};
+// The cellular automaton's depth: 4 layers, vocab 4 (colours), a sequence of several states.
+constexpr Shape kFourLayers{.vocab = 4, .d_model = 8, .heads = 2, .layers = 4, .d_ff = 12, .max_len = 24};
 
 }  // namespace
 
@@ -304,6 +306,10 @@ TEST_CASE_TEMPLATE("long sequences (blocked attention path) match the reference"
   check_shape_against_reference<Model<DotAttention, kLongSequence, Real>>(47);
 }
 
+TEST_CASE_TEMPLATE("4-layer model (the cellular automaton's depth) matches the reference", Real, float, double) {
+  check_shape_against_reference<Model<DotAttention, kFourLayers, Real>>(53);
+}
+
 TEST_CASE("fast double model: gradients match central finite differences for every tensor") {
   // ~3000 tiny forward passes: one thread, so that the test stays fast on a loaded machine
   // (threads that wait at OpenMP barriers for a descheduled sibling cost milliseconds each)
@@ -313,6 +319,7 @@ TEST_CASE("fast double model: gradients match central finite differences for eve
   check_finite_differences<Model<DotAttention, kOneHead, double>>(3, 7, 0.0f, 103);
   check_finite_differences<Model<DotAttention, kThreeLayers, double>>(2, 12, 0.8f, 107);
   check_finite_differences<Model<DotAttention, kHeadsEqualWidth, double>>(1, 10, 0.8f, 109);
+  check_finite_differences<Model<DotAttention, kFourLayers, double>>(2, 23, 0.8f, 113);
   emergent::set_thread_count(saved_threads);
 }
 
