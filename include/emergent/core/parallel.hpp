@@ -29,14 +29,6 @@ inline void set_thread_count(int threads) {
 #endif
 }
 
-inline int thread_index() {
-#if defined(_OPENMP)
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
 // Calls body(i) for i in [0, count), split statically across the threads.
 template <class Body>
 void parallel_for(std::int64_t count, Body&& body) {
