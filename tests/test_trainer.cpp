@@ -415,3 +415,14 @@ TEST_CASE("trainer runs the cellular automaton with a 4-layer model, the bias an
   // concentrates on that window: the best head matches every target row.
   CHECK(summary.eval.attention.iou == doctest::Approx(1.0));
 }
+
+TEST_CASE("checkpoint file names: only step_<digits>.safetensors counts, .tmp leftovers never do") {
+  using emergent::checkpoint_step;
+  CHECK(checkpoint_step("step_000100.safetensors") == std::optional<long long>(100));
+  CHECK(checkpoint_step("step_7.safetensors") == std::optional<long long>(7));
+  CHECK_FALSE(checkpoint_step("step_000100.safetensors.tmp").has_value());
+  CHECK_FALSE(checkpoint_step("step_.safetensors").has_value());
+  CHECK_FALSE(checkpoint_step("step_12a.safetensors").has_value());
+  CHECK_FALSE(checkpoint_step("model.safetensors").has_value());
+  CHECK_FALSE(checkpoint_step("step_1234567890123456789012.safetensors").has_value());
+}

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <regex>
+#include <string_view>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,17 +28,27 @@ inline std::filesystem::path checkpoint_path(const std::filesystem::path& run_di
   return run_dir / name;
 }
 
+// The step of a file named step_NNNNNN.safetensors (any number of digits), if it is one.
+inline std::optional<long long> checkpoint_step(const std::string& file_name) {
+  constexpr std::string_view prefix = "step_", suffix = ".safetensors";
+  if (file_name.size() <= prefix.size() + suffix.size() || !file_name.starts_with(prefix) ||
+      !file_name.ends_with(suffix))
+    return std::nullopt;
+  const std::string digits = file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
 // The checkpoint of the highest step in run_dir, if any.
 inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir) {
   if (!std::filesystem::is_directory(run_dir)) return std::nullopt;
-  static const std::regex pattern(R"(step_(\d+)\.safetensors)");
   std::optional<std::filesystem::path> best;
   long long best_step = -1;
   for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
-    std::smatch match;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, match, pattern) && std::stoll(match[1]) > best_step) {
-      best_step = std::stoll(match[1]);
+    const std::optional<long long> step = checkpoint_step(entry.path().filename().string());
+    if (step && *step > best_step) {
+      best_step = *step;
       best = entry.path();
     }
   }
