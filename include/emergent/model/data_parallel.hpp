@@ -73,17 +73,9 @@ class DataParallelStep {
   }
 
   // Weighted means of the last step's per-token losses / argmax hits over the whole batch.
-  double weighted_mean(std::span<const float> weights) const {
-    double total = 0;
-    int batch = 0;
-    for (const Slice& s : slices_) total += Net::weighted_mean(s.workspace, weights) * s.batch, batch += s.batch;
-    return total / batch;
-  }
+  double weighted_mean(std::span<const float> weights) const { return batch_mean(&Net::weighted_mean, weights); }
   double weighted_accuracy(std::span<const float> weights) const {
-    double total = 0;
-    int batch = 0;
-    for (const Slice& s : slices_) total += Net::weighted_accuracy(s.workspace, weights) * s.batch, batch += s.batch;
-    return total / batch;
+    return batch_mean(&Net::weighted_accuracy, weights);
   }
 
   // The workspaces of the last step, one per slice, in batch order (for attention analysis).
@@ -96,6 +88,15 @@ class DataParallelStep {
   int threads() const { return threads_; }
 
  private:
+  // A per-slice mean, weighted by the slices' shares of the batch.
+  double batch_mean(double (*slice_mean)(const typename Net::Workspace&, std::span<const float>),
+                    std::span<const float> weights) const {
+    double total = 0;
+    int batch = 0;
+    for (const Slice& s : slices_) total += slice_mean(s.workspace, weights) * s.batch, batch += s.batch;
+    return total / batch;
+  }
+
   struct Slice {
     int begin = 0, batch = 0;
     double loss = 0;

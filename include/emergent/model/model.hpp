@@ -147,7 +147,8 @@ class Model {
     for (std::size_t k = 0; k < list.size(); ++k) {
       const ParameterTensor& t = list[k];
       const bool is_embedding = t.name.starts_with("embed.");
-      const bool is_norm = t.name.find("ln") != std::string::npos;  // ln1, ln2, final_ln
+      const bool is_norm = t.name.find(".ln1.") != std::string::npos || t.name.find(".ln2.") != std::string::npos ||
+                           t.name.starts_with("final_ln.");
       // A Linear bias takes its bound from the fan-in of the weight just before it.
       const std::int64_t fan_in = t.shape.size() == 2 ? t.shape[1] : (k > 0 ? list[k - 1].shape.back() : 1);
       const double bound = 1.0 / std::sqrt(double(fan_in));
@@ -340,7 +341,6 @@ class Model {
   }
 
  private:
-
   static void add_into(Real* y, const Real* x, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) y[i] += x[i];
   }

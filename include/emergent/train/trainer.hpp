@@ -67,13 +67,15 @@ EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std
   task.sample(data_seed, kEvalStep, batch, inputs, targets);
   const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
   const std::vector<float> target = task.attention_target();
-  DataParallelStep<Net> step;
-  std::vector<float> grads(Net::parameter_count);  // computed and dropped: the step runs both passes
+  typename Net::Workspace ws;  // forward only: the ops spread over the threads themselves
   EvalResult r;
-  r.loss = step.run(params, grads, {batch, T, inputs, targets, full, bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias});
-  r.predictable_loss = step.weighted_mean(predictable);
-  r.predictable_accuracy = step.weighted_accuracy(predictable);
-  r.attention = analyse_attention<Net>(step.workspaces(), task, target);
+  r.loss = Net::forward(params, {batch, T, inputs, targets, full,
+                                 bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
+                        ws);
+  r.predictable_loss = Net::weighted_mean(ws, predictable);
+  r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
+  const typename Net::Workspace* slices[] = {&ws};
+  r.attention = analyse_attention<Net>(slices, task, target);
   if (inputs_out) *inputs_out = inputs;
   if (targets_out) *targets_out = targets;
   return r;
