@@ -19,14 +19,25 @@ constexpr std::size_t align_up(std::size_t n) {
   return (n + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
 }
 
+// How Model::init fills a tensor (PyTorch's defaults, docs/model.md):
+//   linear  U(-1/sqrt(fan_in), 1/sqrt(fan_in)); fan_in = cols for a matrix, TensorSpec::fan_in
+//           for a vector (a Linear bias names the width of its layer's input)
+//   normal  N(0, 1) (embeddings)
+//   ones, zeros  (LayerNorm weight and bias)
+//   custom  filled by the mixer's own `init` (Mamba's A_log, RWKV's decays, ...)
+enum class Init { linear, normal, ones, zeros, custom };
+
 // One tensor of a layer kind: a matrix [rows, cols] or, with rows == 0, a vector [cols].
 struct TensorSpec {
   std::string_view name;  // local name, e.g. "qkv.weight"
   int rows = 0;           // 0 for a vector
   int cols = 0;
   bool weight_decay = false;  // AdamW decays this tensor (matrices of Linear layers only)
+  Init init = Init::linear;
+  int fan_in = 0;  // for Init::linear vectors: the input width of the Linear it is the bias of
 
   constexpr std::size_t size() const { return static_cast<std::size_t>(rows == 0 ? 1 : rows) * cols; }
+  constexpr int init_fan_in() const { return rows == 0 ? fan_in : cols; }
 };
 
 template <std::size_t N>
@@ -44,11 +55,20 @@ constexpr TensorLayout<N> layout_of(const std::array<TensorSpec, N>& specs) {
   layout.specs = specs;
   std::size_t offset = 0;
   for (std::size_t i = 0; i < N; ++i) {
+    // A compile error when a layout is constexpr: a Linear-initialised vector must name its fan-in.
+    if (specs[i].init == Init::linear && specs[i].init_fan_in() <= 0) throw "layout_of: a linear bias needs fan_in";
     layout.offsets[i] = offset;
     offset += align_up(specs[i].size());
   }
   layout.total = offset;
   return layout;
+}
+
+template <std::size_t N>
+constexpr bool has_custom_init(const TensorLayout<N>& layout) {
+  for (const TensorSpec& spec : layout.specs)
+    if (spec.init == Init::custom) return true;
+  return false;
 }
 
 // Offset of the tensor called `name`; a typo is a compile error when used in a constant

@@ -44,9 +44,9 @@ class DotAttention {
 
   static constexpr auto layout = layout_of(std::array{
       TensorSpec{"qkv.weight", 3 * D, D, true},
-      TensorSpec{"qkv.bias", 0, 3 * D, false},
+      TensorSpec{"qkv.bias", 0, 3 * D, false, Init::linear, D},
       TensorSpec{"out.weight", D, D, true},
-      TensorSpec{"out.bias", 0, D, false},
+      TensorSpec{"out.bias", 0, D, false, Init::linear, D},
   });
   static constexpr std::size_t qkv_weight = offset_of(layout, "qkv.weight");
   static constexpr std::size_t qkv_bias = offset_of(layout, "qkv.bias");

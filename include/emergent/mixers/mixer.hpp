@@ -6,10 +6,17 @@
 //   - `forward(params, x, y, acts, ctx)`: y[B*T,D] from x[B*T,D],
 //   - `backward(params, grads, x, dy, dx, acts, ctx)`: dx[B*T,D] = dL/dx (overwritten) and
 //     parameter gradients *accumulated* into grads (same layout as params).
+// Optional members, each with a concept below:
+//   - `init(params, seed, base, layer)`: fills the mixer's Init::custom tensors (MixerWithInit),
+//   - `State`, `initial_state()`, `step(params, x_t, y_t, state)`: token-by-token decoding of one
+//     sequence, equal to the parallel forward (RecurrentMixer),
+//   - `Activations::att` [B, H, T, T]: attention probabilities kept for analysis (KeepsAttention).
+// tests/mixer_suite.hpp runs the same checks over every mixer.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 
 #include "../core/arena.hpp"
 
@@ -34,6 +41,29 @@ concept TokenMixer = requires(const Real* params, Real* grads, const Real* x, Re
   { M::carve(arena, acts, ctx.batch, ctx.length) };
   { M::forward(params, x, y, acts, ctx) };
   { M::backward(params, grads, x, x, y, acts, ctx) };
+};
+
+// Mixers with Init::custom tensors fill them here; `params` is this mixer's slice of layer
+// `layer` (0 .. Shape::layers - 1; some inits depend on depth) and `base` its offset in the
+// whole buffer, the index into Philox streams of `seed` that keeps an init independent of the
+// machine.
+template <class M, class Real = typename M::Real>
+concept MixerWithInit = requires(Real* params, std::uint64_t seed, std::size_t base, int layer) {
+  { M::init(params, seed, base, layer) };
+};
+
+// Recurrent mixers decode one token at a time from a state: step over t = 0..T-1 of one
+// sequence gives the rows of forward's output.
+template <class M, class Real = typename M::Real>
+concept RecurrentMixer = requires(const Real* params, const Real* x, Real* y, typename M::State& state) {
+  { M::initial_state() } -> std::same_as<typename M::State>;
+  { M::step(params, x, y, state) };
+};
+
+// Mixers that keep attention probabilities att [batch, heads, T, T] for analysis.
+template <class M>
+concept KeepsAttention = requires(typename M::Activations& acts) {
+  { acts.att } -> std::convertible_to<const typename M::Real*>;
 };
 
 }  // namespace emergent

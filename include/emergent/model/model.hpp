@@ -1,8 +1,13 @@
-// Model<Mixer, Shape>: a pre-LN GPT whose token mixer is a compile-time policy.
+// Model<Mixer, Shape, Real, Channel>: a pre-LN GPT whose token mixer and channel mixer are
+// compile-time policies.
 //
 //   x = E_tok[tokens] + E_pos[t]
-//   per layer: x = x + Mixer(LN1(x));  x = x + W2 GELU(W1 LN2(x) + b1) + b2
+//   per layer: x = x + Mixer(LN1(x));  x = x + Channel(LN2(x))
 //   logits = LN_f(x) W_head^T;  loss = weighted next-token cross-entropy
+//
+// Channel defaults to the transformer's MLP, W2 GELU(W1 x + b1) + b2 (nn/mlp.hpp); RWKV's
+// channel mixing (mixers/rwkv_channel_mix.hpp) is the other. Its tensors are named "mlp.*"
+// whichever it is.
 //
 // docs/model.md is the exact contract (names, shapes, init) shared with the Eigen reference and
 // the PyTorch golden script. Parameters, gradients and optimizer moments are flat buffers of
@@ -26,9 +31,9 @@
 #include "../mixers/mixer.hpp"
 #include "../nn/cross_entropy.hpp"
 #include "../nn/embedding.hpp"
-#include "../nn/gelu.hpp"
 #include "../nn/layernorm.hpp"
 #include "../nn/linear.hpp"
+#include "../nn/mlp.hpp"
 
 namespace emergent {
 
@@ -39,6 +44,8 @@ struct ParameterTensor {
   std::vector<std::int64_t> shape;  // [rows, cols] or [cols]
   std::size_t size = 0;
   bool weight_decay = false;
+  Init init = Init::linear;
+  int fan_in = 0;  // of Init::linear
 };
 
 // What a forward pass is asked to do; spans must outlive the backward pass.
@@ -52,43 +59,48 @@ struct ForwardInput {
   float bias_strength = 0;
 };
 
-template <template <Shape, class> class MixerTemplate, Shape S, class RealT = float>
+template <template <Shape, class> class MixerTemplate, Shape S, class RealT = float,
+          template <Shape, class> class ChannelTemplate = GeluMlp>
 class Model {
  public:
   static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
   using Real = RealT;
   using Mixer = MixerTemplate<S, Real>;
+  using Channel = ChannelTemplate<S, Real>;
   static_assert(TokenMixer<Mixer, Real>);
+  static_assert(TokenMixer<Channel, Real>);
+  static_assert(MixerWithInit<Channel, Real> || !has_custom_init(Channel::layout),
+                "a channel mixer with Init::custom tensors must provide init(params, seed, base, layer)");
+  static_assert(MixerWithInit<Mixer, Real> || !has_custom_init(Mixer::layout),
+                "a mixer with Init::custom tensors must provide init(params, seed, base, layer)");
   static constexpr Shape shape = S;
   static constexpr int V = S.vocab, D = S.d_model, F = S.d_ff, L = S.layers;
 
   static constexpr auto embedding_layout = layout_of(std::array{
-      TensorSpec{"embed.token.weight", V, D, false},
-      TensorSpec{"embed.position.weight", S.max_len, D, false},
+      TensorSpec{"embed.token.weight", V, D, false, Init::normal},
+      TensorSpec{"embed.position.weight", S.max_len, D, false, Init::normal},
   });
   static constexpr auto norm1_layout = layout_of(std::array{
-      TensorSpec{"ln1.weight", 0, D, false},
-      TensorSpec{"ln1.bias", 0, D, false},
+      TensorSpec{"ln1.weight", 0, D, false, Init::ones},
+      TensorSpec{"ln1.bias", 0, D, false, Init::zeros},
   });
-  static constexpr auto mlp_layout = layout_of(std::array{
-      TensorSpec{"ln2.weight", 0, D, false},
-      TensorSpec{"ln2.bias", 0, D, false},
-      TensorSpec{"mlp.fc.weight", F, D, true},
-      TensorSpec{"mlp.fc.bias", 0, F, false},
-      TensorSpec{"mlp.proj.weight", D, F, true},
-      TensorSpec{"mlp.proj.bias", 0, D, false},
+  static constexpr auto norm2_layout = layout_of(std::array{
+      TensorSpec{"ln2.weight", 0, D, false, Init::ones},
+      TensorSpec{"ln2.bias", 0, D, false, Init::zeros},
   });
   static constexpr auto final_layout = layout_of(std::array{
-      TensorSpec{"final_ln.weight", 0, D, false},
-      TensorSpec{"final_ln.bias", 0, D, false},
+      TensorSpec{"final_ln.weight", 0, D, false, Init::ones},
+      TensorSpec{"final_ln.bias", 0, D, false, Init::zeros},
       TensorSpec{"head.weight", V, D, true},
   });
 
-  // Buffer order: embedding, then per layer [ln1, mixer, ln2 + mlp], then final LN and head.
-  static constexpr std::size_t layer_size = norm1_layout.total + Mixer::layout.total + mlp_layout.total;
+  // Buffer order: embedding, then per layer [ln1, mixer, ln2, channel], then final LN and head.
+  static constexpr std::size_t layer_size =
+      norm1_layout.total + Mixer::layout.total + norm2_layout.total + Channel::layout.total;
   static constexpr std::size_t layer_offset(int l) { return embedding_layout.total + l * layer_size; }
   static constexpr std::size_t mixer_offset(int l) { return layer_offset(l) + norm1_layout.total; }
-  static constexpr std::size_t mlp_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
+  static constexpr std::size_t norm2_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
+  static constexpr std::size_t channel_offset(int l) { return norm2_offset(l) + norm2_layout.total; }
   static constexpr std::size_t final_offset = embedding_layout.total + L * layer_size;
   static constexpr std::size_t parameter_count = final_offset + final_layout.total;
 
@@ -97,12 +109,8 @@ class Model {
   static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
   static constexpr std::size_t ln1_w = offset_of(norm1_layout, "ln1.weight");
   static constexpr std::size_t ln1_b = offset_of(norm1_layout, "ln1.bias");
-  static constexpr std::size_t ln2_w = offset_of(mlp_layout, "ln2.weight");
-  static constexpr std::size_t ln2_b = offset_of(mlp_layout, "ln2.bias");
-  static constexpr std::size_t fc_w = offset_of(mlp_layout, "mlp.fc.weight");
-  static constexpr std::size_t fc_b = offset_of(mlp_layout, "mlp.fc.bias");
-  static constexpr std::size_t proj_w = offset_of(mlp_layout, "mlp.proj.weight");
-  static constexpr std::size_t proj_b = offset_of(mlp_layout, "mlp.proj.bias");
+  static constexpr std::size_t ln2_w = offset_of(norm2_layout, "ln2.weight");
+  static constexpr std::size_t ln2_b = offset_of(norm2_layout, "ln2.bias");
   static constexpr std::size_t lnf_w = final_offset + offset_of(final_layout, "final_ln.weight");
   static constexpr std::size_t lnf_b = final_offset + offset_of(final_layout, "final_ln.bias");
   static constexpr std::size_t head_w = final_offset + offset_of(final_layout, "head.weight");
@@ -120,6 +128,8 @@ class Model {
                                  : std::vector<std::int64_t>{spec.rows, spec.cols};
         t.size = spec.size();
         t.weight_decay = spec.weight_decay;
+        t.init = spec.init;
+        t.fan_in = spec.init_fan_in();
         out.push_back(std::move(t));
       }
     };
@@ -128,39 +138,40 @@ class Model {
       const std::string prefix = "layers." + std::to_string(l) + ".";
       add(norm1_layout, prefix, layer_offset(l));
       add(Mixer::layout, prefix + "mixer.", mixer_offset(l));
-      add(mlp_layout, prefix, mlp_offset(l));
+      add(norm2_layout, prefix, norm2_offset(l));
+      add(Channel::layout, prefix + "mlp.", channel_offset(l));
     }
     add(final_layout, "", final_offset);
     return out;
   }
 
   // PyTorch's default initialisation (docs/model.md), so that runs compare with PyTorch
-  // reimplementations of the paper: Linear weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)),
-  // embeddings ~ N(0, 1), LayerNorm 1/0. Draws come from Philox streams of `seed`, indexed by
-  // position in the buffer, so an init is the same on every machine and thread count.
+  // reimplementations of the paper: each tensor as its TensorSpec::init says (Linear weight and
+  // bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), embeddings ~ N(0, 1), LayerNorm 1/0), then the
+  // mixer's own `init` for its Init::custom tensors. Draws come from Philox streams of `seed`,
+  // indexed by position in the buffer, so an init is the same on every machine and thread count.
   static void init(std::span<Real> params, std::uint64_t seed) {
     require(params.size() == parameter_count, "Model::init", "parameter buffer has the wrong size");
     std::fill(params.begin(), params.end(), Real(0));
     const PhiloxStream uniform(seed, stream_id_from_name("model.init.uniform"));
     const PhiloxStream normal(seed, stream_id_from_name("model.init.normal"));
-    const auto list = tensors();
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      const ParameterTensor& t = list[k];
-      const bool is_embedding = t.name.starts_with("embed.");
-      const bool is_norm = t.name.find(".ln1.") != std::string::npos || t.name.find(".ln2.") != std::string::npos ||
-                           t.name.starts_with("final_ln.");
-      // A Linear bias takes its bound from the fan-in of the weight just before it.
-      const std::int64_t fan_in = t.shape.size() == 2 ? t.shape[1] : (k > 0 ? list[k - 1].shape.back() : 1);
-      const double bound = 1.0 / std::sqrt(double(fan_in));
+    for (const ParameterTensor& t : tensors()) {
+      const double bound = t.init == Init::linear ? 1.0 / std::sqrt(double(t.fan_in)) : 0.0;
       for (std::size_t i = 0; i < t.size; ++i) {
         const std::size_t index = t.offset + i;
-        Real value;
-        if (is_embedding) value = Real(normal.normal(index));
-        else if (is_norm) value = t.name.ends_with(".weight") ? Real(1) : Real(0);
-        else value = Real(bound * (2.0 * uniform.uniform(index) - 1.0));
-        params[index] = value;
+        switch (t.init) {
+          case Init::linear: params[index] = Real(bound * (2.0 * uniform.uniform(index) - 1.0)); break;
+          case Init::normal: params[index] = Real(normal.normal(index)); break;
+          case Init::ones: params[index] = Real(1); break;
+          case Init::zeros:
+          case Init::custom: params[index] = Real(0); break;
+        }
       }
     }
+    if constexpr (MixerWithInit<Mixer, Real>)
+      for (int l = 0; l < L; ++l) Mixer::init(params.data() + mixer_offset(l), seed, mixer_offset(l), l);
+    if constexpr (MixerWithInit<Channel, Real>)
+      for (int l = 0; l < L; ++l) Channel::init(params.data() + channel_offset(l), seed, channel_offset(l), l);
   }
 
   struct LayerActivations {
@@ -172,8 +183,7 @@ class Model {
     Real* norm2 = nullptr;
     Real* norm2_mean = nullptr;
     Real* norm2_rstd = nullptr;
-    Real* fc = nullptr;    // [B*T, F] before GELU
-    Real* gelu = nullptr;  // [B*T, F]
+    typename Channel::Activations channel;
   };
 
   // Activations and backward scratch for one (batch, length).
@@ -186,7 +196,7 @@ class Model {
     Real *logits = nullptr, *probs = nullptr;
     Real *token_loss = nullptr, *token_correct = nullptr;  // [B*T] CE and argmax == target
     Real *loss_weights = nullptr, *bias_pattern = nullptr;
-    Real *d_residual = nullptr, *d_norm = nullptr, *d_hidden = nullptr, *d_logits = nullptr;
+    Real *d_residual = nullptr, *d_norm = nullptr, *d_logits = nullptr;
     std::vector<std::int32_t> inputs, targets;
     Real bias_strength = 0;
     bool has_bias = false;
@@ -221,8 +231,7 @@ class Model {
         a.norm2 = arena_.take(N * D);
         a.norm2_mean = arena_.take(N);
         a.norm2_rstd = arena_.take(N);
-        a.fc = arena_.take(N * F);
-        a.gelu = arena_.take(N * F);
+        Channel::carve(arena_, a.channel, batch, length);
       }
       final_norm = arena_.take(N * D);
       final_mean = arena_.take(N);
@@ -235,7 +244,6 @@ class Model {
       bias_pattern = arena_.take(static_cast<std::size_t>(length) * length);
       d_residual = arena_.take(N * D);
       d_norm = arena_.take(N * D);
-      d_hidden = arena_.take(N * std::max(F, D));
       d_logits = arena_.take(N * V);
     }
     Arena<Real> arena_;
@@ -270,16 +278,14 @@ class Model {
     for (int l = 0; l < L; ++l) {
       LayerActivations& a = ws.layers[l];
       const Real* pl = p + layer_offset(l);
-      const Real* pm = p + mlp_offset(l);
+      const Real* pn = p + norm2_offset(l);
       nn::layernorm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, ws.residual[l], pl + ln1_w, pl + ln1_b,
                             static_cast<int>(N), D);
       Mixer::forward(p + mixer_offset(l), a.norm1, a.residual_mid, a.mixer, ws.mixer_context());
       add_into(a.residual_mid, ws.residual[l], N * D);
-      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pm + ln2_w, pm + ln2_b,
+      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pn + ln2_w, pn + ln2_b,
                             static_cast<int>(N), D);
-      nn::linear_forward(a.fc, a.norm2, pm + fc_w, pm + fc_b, static_cast<int>(N), D, F);
-      nn::gelu_forward(a.gelu, a.fc, static_cast<std::int64_t>(N) * F);
-      nn::linear_forward(ws.residual[l + 1], a.gelu, pm + proj_w, pm + proj_b, static_cast<int>(N), F, D);
+      Channel::forward(p + channel_offset(l), a.norm2, ws.residual[l + 1], a.channel, ws.mixer_context());
       add_into(ws.residual[l + 1], a.residual_mid, N * D);
     }
     nn::layernorm_forward(ws.final_norm, ws.final_mean, ws.final_rstd, ws.residual[L], p + lnf_w,
@@ -320,17 +326,14 @@ class Model {
     for (int l = L - 1; l >= 0; --l) {
       LayerActivations& a = ws.layers[l];
       const Real* pl = p + layer_offset(l);
-      const Real* pm = p + mlp_offset(l);
+      const Real* pn = p + norm2_offset(l);
       Real* gl = g + layer_offset(l);
-      Real* gm = g + mlp_offset(l);
-      // MLP branch: residual[l+1] = residual_mid + proj(gelu(fc(LN2(residual_mid))))
-      nn::linear_backward(ws.d_hidden, gm + proj_w, gm + proj_b, ws.d_residual, a.gelu, pm + proj_w,
-                          static_cast<int>(N), F, D);
-      nn::gelu_backward(ws.d_hidden, ws.d_hidden, a.fc, static_cast<std::int64_t>(N) * F);
-      nn::linear_backward(ws.d_norm, gm + fc_w, gm + fc_b, ws.d_hidden, a.norm2, pm + fc_w,
-                          static_cast<int>(N), D, F);
-      nn::layernorm_backward(ws.d_residual, gm + ln2_w, gm + ln2_b, ws.d_norm, a.residual_mid, a.norm2_mean,
-                             a.norm2_rstd, pm + ln2_w, static_cast<int>(N), D);
+      Real* gn = g + norm2_offset(l);
+      // Channel branch: residual[l+1] = residual_mid + Channel(LN2(residual_mid))
+      Channel::backward(p + channel_offset(l), g + channel_offset(l), a.norm2, ws.d_residual, ws.d_norm, a.channel,
+                        ws.mixer_context());
+      nn::layernorm_backward(ws.d_residual, gn + ln2_w, gn + ln2_b, ws.d_norm, a.residual_mid, a.norm2_mean,
+                             a.norm2_rstd, pn + ln2_w, static_cast<int>(N), D);
       // Mixer branch: residual_mid = residual[l] + Mixer(LN1(residual[l]))
       Mixer::backward(p + mixer_offset(l), g + mixer_offset(l), a.norm1, ws.d_residual, ws.d_norm, a.mixer,
                       ws.mixer_context());
