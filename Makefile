@@ -1,5 +1,5 @@
 # Thin wrapper over CMake. `make test` and `make run` install missing Debian packages first.
-#   make run | test | build | bench | bench-compare | figures | sanitize | format | clean | deps
+#   make run | test | build | bench | bench-compare | bench-neox | figures | sanitize | format | clean | deps
 # Variables: JOBS (parallel compile jobs, default 2), CMAKE_ARGS (extra -D options),
 #            RUN_ARGS (passed to scripts/make_run.sh),
 #            COMPARE_ARGS (passed to benchmarks/compare_pytorch.py, e.g. --quick).
@@ -21,7 +21,7 @@ FORMAT_DIRS  := include tests examples benchmarks
 # Quieter recursive output (also for the make that cmake --build runs).
 MAKEFLAGS    += --no-print-directory
 
-.PHONY: all deps configure build test run bench bench-compare figures sanitize format clean
+.PHONY: all deps configure build test run bench bench-compare bench-neox figures sanitize format clean
 
 all: build
 
@@ -60,6 +60,13 @@ bench-compare: deps
 	$(MAKE) build BENCHMARKS=ON
 	bash scripts/setup-pytorch-venv.sh
 	.venv-torch/bin/python benchmarks/compare_pytorch.py $(COMPARE_ARGS)
+
+# GPT-NeoX (pythia-160m shape) forward tokens/s of emergent vs Hugging Face transformers, in one
+# run (docs/performance.md). transformers comes from PyPI into .venv-torch/.
+bench-neox: deps
+	$(MAKE) build BENCHMARKS=ON
+	bash tests/golden/setup-hf-venv.sh
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv-torch/bin/python benchmarks/compare_neox_hf.py --binary $(BUILD_DIR)/benchmarks/neox_forward $(COMPARE_ARGS)
 
 figures: deps
 	$(MAKE) build

@@ -3,12 +3,14 @@
 //                  --seed 0 --bias 0 --out runs/NAME
 //   emergent eval --checkpoint runs/NAME/step_010000.safetensors [--batch 256] [--write-batch F]
 //   emergent shapes
+//   emergent pythia curve | emergence | patch ...   (examples/pythia_commands.hpp)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 
 #include <emergent/io/safetensors.hpp>
 
+#include "pythia_commands.hpp"
 #include "registry/registry.hpp"
 
 namespace {
@@ -20,12 +22,16 @@ std::string optional_step(const std::optional<std::int64_t>& v) {
   return v ? std::to_string(*v) : std::string("censored");
 }
 
+std::string attention_iou(const emergent::AttentionAnalysis& a) {
+  return a.available ? std::to_string(a.iou).substr(0, 5) : std::string("n/a (no attention)");
+}
+
 void print_summary(const emergent::RunSummary& s) {
   std::printf("steps %lld  loss %.4f  emergence metric %.4f  emergence_step %s  midpoint_step %s  solved_step %s\n",
               (long long)s.steps_done, s.final_loss, s.final_metric, optional_step(s.emergence_step).c_str(),
               optional_step(s.midpoint_step).c_str(), optional_step(s.solved_step).c_str());
-  std::printf("held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %.3f\n",
-              s.eval.loss, s.eval.predictable_loss, s.eval.predictable_accuracy, s.eval.attention.iou);
+  std::printf("held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %s\n",
+              s.eval.loss, s.eval.predictable_loss, s.eval.predictable_accuracy, attention_iou(s.eval.attention).c_str());
 }
 
 }  // namespace
@@ -60,6 +66,7 @@ int main(int argc, char** argv) {
   train->add_option("--beta2", c.beta2)->capture_default_str();
   train->add_option("--grad-clip", c.max_grad_norm, "global gradient-norm clip (0: off)")->capture_default_str();
   train->add_option("--bias", c.bias, "attention-bias strength c (0: off)")->capture_default_str();
+  train->add_option("--mixer", c.mixer, "token mixer (`emergent shapes` lists the compiled ones)")->capture_default_str();
   train->add_option("--d-model", c.shape.d_model)->capture_default_str();
   train->add_option("--heads", c.shape.heads)->capture_default_str();
   train->add_option("--layers", c.shape.layers)->capture_default_str();
@@ -83,6 +90,7 @@ int main(int argc, char** argv) {
   eval->add_option("--write-batch", write_batch, "write the batch (inputs, targets) as JSON to this file");
 
   app.add_subcommand("shapes", "list the compiled shapes");
+  const emergent::cli::PythiaCommands pythia(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -107,16 +115,18 @@ int main(int argc, char** argv) {
       request.write_batch = write_batch;
       const auto& entry = find_shape(request.config.mixer, request.config.shape, request.config.sequence_tokens() - 1);
       const emergent::EvalResult r = entry.eval(request);
-      std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %.3f\n", r.loss,
-                  r.predictable_loss, r.predictable_accuracy, r.attention.iou);
+      std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %s\n", r.loss,
+                  r.predictable_loss, r.predictable_accuracy, attention_iou(r.attention).c_str());
       for (std::size_t l = 0; l < r.attention.entropy.size(); ++l) {
         std::printf("layer %zu head entropy:", l);
         for (double e : r.attention.entropy[l]) std::printf(" %.3f", e);
         std::printf("\n");
       }
+    } else if (pythia.selected()) {
+      pythia.run();
     } else {
       for (const auto& e : emergent::cli::shape_registry())
-        std::printf("%s\n", emergent::cli::describe(e.mixer, e.shape).c_str());
+        std::printf("%s  (%zu parameters)\n", emergent::cli::describe(e.mixer, e.shape).c_str(), e.parameters);
     }
   } catch (const emergent::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -9,3 +9,5 @@ STEPS=${STEPS:-10000} bash scripts/sparsity_sweep.sh 8
 ./build/ca_context_length --sizes 8 16 32 --seeds 0 --bias 5 --steps 2000 --out runs/ca_context_length
 /usr/bin/python3 scripts/plot.py sparsity --out runs/figures/sparsity.png runs/sparsity_S8
 /usr/bin/python3 scripts/plot.py plateau --out runs/figures/ca_plateau.png runs/ca_context_length/results.jsonl
+./build/architectures --seeds 0 1 --steps 2000 --automaton-steps 1000 --out runs/architectures
+/usr/bin/python3 scripts/plot.py architectures --out runs/figures/architectures.png runs/architectures/results.jsonl

@@ -6,6 +6,8 @@
                                          final full-sequence loss against s/S (paper Fig. 4 left)
     python3 scripts/plot.py plateau --out plateau.png runs/ca_context_length/results.jsonl
                                          CA plateau length against S, with and without the bias
+    python3 scripts/plot.py architectures --out arch.png runs/architectures/results.jsonl
+                                         loss curves per token mixer, one panel per task (Fig. 7)
 """
 import argparse
 import json
@@ -103,6 +105,34 @@ def plateau(args):
     print(f"wrote {args.out}")
 
 
+def architectures(args):
+    results = Path(args.results)
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+    panels = sorted({r["run"].split("_")[0] + ("_" + r["run"].split("_")[1] if r["task"] == "linear-map" else "")
+                     for r in rows})
+    mixers = sorted({r["mixer"] for r in rows})
+    colours = dict(zip(mixers, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for r in rows:
+            if not r["run"].startswith(panel + "_"):
+                continue
+            metrics = read_metrics(results.parent / r["run"])
+            steps = [m["step"] for m in metrics]
+            loss = [m["loss"] for m in metrics]
+            smooth = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
+            label = f'{r["mixer"]} ({r["parameters"] / 1000:.0f}k)' if r["seed"] == rows[0]["seed"] else None
+            ax.plot(steps, smooth, color=colours[r["mixer"]], lw=1.2, label=label)
+        title = panel.replace("linmap_s", "linear map S=16, s=") if panel.startswith("linmap") else "cellular automaton S=16"
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (full sequence)")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,8 +145,11 @@ def main():
     p = sub.add_parser("plateau", help="CA plateau length against S from ca_context_length results")
     p.add_argument("--out", required=True)
     p.add_argument("results")
+    p = sub.add_parser("architectures", help="loss curves per token mixer from examples/architectures results")
+    p.add_argument("--out", required=True)
+    p.add_argument("results")
     args = parser.parse_args()
-    {"curves": curves, "sparsity": sparsity, "plateau": plateau}[args.command](args)
+    {"curves": curves, "sparsity": sparsity, "plateau": plateau, "architectures": architectures}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-// The shapes the `emergent` CLI can run. A model is a type (Model<Mixer, Shape>), so a program
-// that takes sizes at run time picks from a fixed set of compiled instantiations. Each lives in
-// its own translation unit in this folder, so the build parallelises and a change rebuilds
-// little. To add a shape, copy one of the dot_*.cpp files and change its one Shape line.
+// The shapes the `emergent` CLI and examples/architectures can run. A model is a type
+// (Model<Mixer, Shape>), so a program that takes sizes at run time picks from a fixed set of
+// compiled instantiations. Each mixer's live in its own translation unit in this folder, so the
+// build parallelises and a change rebuilds little. To add a shape, add one RegisterShape line
+// with it to the mixer's file.
 #pragma once
 
 #include <filesystem>
@@ -20,9 +21,16 @@ struct EvalRequest {
   std::filesystem::path write_batch;  // empty: do not write
 };
 
+// The shapes of the paper's experiments, shared by the registry's translation units.
+// Linear map (S up to 32): 1 layer, D = 128, H = 8, MLP 512.
+inline constexpr Shape kLinearMapShape{.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 64};
+// Cellular automaton with C = 4 colours, S = 16, 16 states (255 positions): 4 layers.
+inline constexpr Shape kAutomatonShape{.vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 256};
+
 struct ShapeEntry {
   std::string mixer;
   Shape shape;
+  std::size_t parameters = 0;  // trainable values (Model::trainable_parameters)
   RunSummary (*train)(const TrainConfig&, const std::filesystem::path& out, bool progress);
   EvalResult (*eval)(const EvalRequest&);
 };
@@ -42,17 +50,20 @@ inline std::string describe(const std::string& mixer, const Shape& s) {
          " d_ff=" + std::to_string(s.d_ff) + " max_len=" + std::to_string(s.max_len);
 }
 
-// The registered entry for (mixer, shape without max_len) whose max_len fits `length`.
+// The registered entry for (mixer, shape without max_len) with the smallest max_len that fits
+// `length`.
 inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wanted, int length) {
+  const ShapeEntry* best = nullptr;
   for (const ShapeEntry& e : shape_registry())
     if (e.mixer == mixer && e.shape.vocab == wanted.vocab && e.shape.d_model == wanted.d_model &&
         e.shape.heads == wanted.heads && e.shape.layers == wanted.layers && e.shape.d_ff == wanted.d_ff &&
-        e.shape.max_len >= length)
-      return e;
+        e.shape.max_len >= length && (!best || e.shape.max_len < best->shape.max_len))
+      best = &e;
+  if (best) return *best;
   std::string message = "no compiled model for " + describe(mixer, wanted) + " with max_len >= " +
                         std::to_string(length) + ". Compiled shapes:\n";
   for (const ShapeEntry& e : shape_registry()) message += "  " + describe(e.mixer, e.shape) + "\n";
-  message += "To add one, copy examples/registry/dot_d128_h8_l1.cpp and change its Shape line.";
+  message += "To add one, add a RegisterShape line with that Shape to the mixer's file in examples/registry/.";
   throw Error(message);
 }
 
@@ -81,10 +92,10 @@ EvalResult eval_entry(const EvalRequest& request) {
   return r;
 }
 
-template <template <Shape, class> class Mixer, Shape S>
+template <template <Shape, class> class Mixer, Shape S, template <Shape, class> class Channel = GeluMlp>
 ShapeEntry make_entry(const std::string& mixer) {
-  using Net = Model<Mixer, S>;
-  return {mixer, S, &train_entry<Net>, &eval_entry<Net>};
+  using Net = Model<Mixer, S, float, Channel>;
+  return {mixer, S, Net::trainable_parameters, &train_entry<Net>, &eval_entry<Net>};
 }
 
 }  // namespace emergent::cli

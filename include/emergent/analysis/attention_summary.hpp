@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../mixers/mixer.hpp"
 #include "../tasks/task.hpp"
 #include "attention_entropy.hpp"
 #include "attention_iou.hpp"
@@ -20,56 +21,65 @@
 namespace emergent {
 
 struct AttentionAnalysis {
+  bool available = false;                    // false for mixers that keep no attention
   std::vector<std::vector<double>> entropy;  // [layer][head], nats
   double iou = 0;                            // best head per target row, mean over rows
 };
 
-// `slices`: the workspaces that together hold the batch (one per data-parallel slice).
+// `slices`: the workspaces that together hold the batch (one per data-parallel slice). Mixers
+// without attention probabilities (KeepsAttention) give an analysis marked unavailable.
 template <class Net>
-AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices, const SequenceTask& task,
-                                    std::span<const float> target) {
-  require(!slices.empty(), "analyse_attention", "no workspace");
-  const int T = slices.front()->length, H = Net::shape.heads;
-  int batch = 0;
-  for (const auto* ws : slices) batch += ws->batch;
-  const std::vector<int> queries = task.analysis_queries();
-  AttentionAnalysis out;
-  std::vector<std::vector<double>> patterns;
-  for (int l = 0; l < Net::L; ++l) {
-    std::vector<double> pattern(static_cast<std::size_t>(H) * T * T, 0.0);
-    for (const auto* ws : slices) {
-      const std::size_t count = static_cast<std::size_t>(ws->batch) * H * T * T;
-      const std::vector<double> part =
-          batch_averaged_pattern(std::span<const float>(ws->layers[l].mixer.att, count), ws->batch, H, T);
-      for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] += part[i] * ws->batch / batch;
-    }
-    std::vector<double> entropy(H, 0.0);
-    for (int h = 0; h < H; ++h) {
-      for (int q : queries) {
-        const auto [begin, end] = task.analysis_key_range(q);
-        entropy[h] += restricted_row_entropy(pattern.data() + (static_cast<std::size_t>(h) * T + q) * T, begin, end);
+AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices,
+                                    const SequenceTask& task, std::span<const float> target) {
+  if constexpr (!KeepsAttention<typename Net::Mixer>) {
+    return {};
+  } else {
+    require(!slices.empty(), "analyse_attention", "no workspace");
+    const int T = slices.front()->length, H = Net::shape.heads;
+    int batch = 0;
+    for (const auto* ws : slices) batch += ws->batch;
+    const std::vector<int> queries = task.analysis_queries();
+    AttentionAnalysis out;
+    out.available = true;
+    std::vector<std::vector<double>> patterns;
+    for (int l = 0; l < Net::L; ++l) {
+      std::vector<double> pattern(static_cast<std::size_t>(H) * T * T, 0.0);
+      for (const auto* ws : slices) {
+        const std::size_t count = static_cast<std::size_t>(ws->batch) * H * T * T;
+        const std::vector<double> part = batch_averaged_pattern(
+            std::span<const float>(ws->layers[l].mixer.att, count), ws->batch, H, T);
+        for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] += part[i] * ws->batch / batch;
       }
-      entropy[h] /= std::max<std::size_t>(1, queries.size());
+      std::vector<double> entropy(H, 0.0);
+      for (int h = 0; h < H; ++h) {
+        for (int q : queries) {
+          const auto [begin, end] = task.analysis_key_range(q);
+          entropy[h] += restricted_row_entropy(
+              pattern.data() + (static_cast<std::size_t>(h) * T + q) * T, begin, end);
+        }
+        entropy[h] /= std::max<std::size_t>(1, queries.size());
+      }
+      out.entropy.push_back(std::move(entropy));
+      patterns.push_back(std::move(pattern));
     }
-    out.entropy.push_back(std::move(entropy));
-    patterns.push_back(std::move(pattern));
+    double iou_sum = 0;
+    int rows = 0;
+    for (int q : queries) {
+      const auto [begin, end] = task.analysis_key_range(q);
+      std::vector<int> support;
+      for (int j = begin; j < end; ++j)
+        if (target[static_cast<std::size_t>(q) * T + j] > 0) support.push_back(j);
+      if (support.empty()) continue;
+      double best = 0;
+      for (int l = 0; l < Net::L; ++l)
+        for (int h = 0; h < H; ++h)
+          best = std::max(best, head_row_iou(patterns[l], T, h, q, support, begin, end));
+      iou_sum += best;
+      ++rows;
+    }
+    out.iou = rows > 0 ? iou_sum / rows : 0.0;
+    return out;
   }
-  double iou_sum = 0;
-  int rows = 0;
-  for (int q : queries) {
-    const auto [begin, end] = task.analysis_key_range(q);
-    std::vector<int> support;
-    for (int j = begin; j < end; ++j)
-      if (target[static_cast<std::size_t>(q) * T + j] > 0) support.push_back(j);
-    if (support.empty()) continue;
-    double best = 0;
-    for (int l = 0; l < Net::L; ++l)
-      for (int h = 0; h < H; ++h) best = std::max(best, head_row_iou(patterns[l], T, h, q, support, begin, end));
-    iou_sum += best;
-    ++rows;
-  }
-  out.iou = rows > 0 ? iou_sum / rows : 0.0;
-  return out;
 }
 
 }  // namespace emergent

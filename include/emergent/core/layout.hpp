@@ -64,6 +64,14 @@ constexpr TensorLayout<N> layout_of(const std::array<TensorSpec, N>& specs) {
   return layout;
 }
 
+// Values held by the tensors of a layout (its total without the alignment padding).
+template <std::size_t N>
+constexpr std::size_t value_count(const TensorLayout<N>& layout) {
+  std::size_t n = 0;
+  for (const TensorSpec& spec : layout.specs) n += spec.size();
+  return n;
+}
+
 template <std::size_t N>
 constexpr bool has_custom_init(const TensorLayout<N>& layout) {
   for (const TensorSpec& spec : layout.specs)

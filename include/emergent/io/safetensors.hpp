@@ -222,6 +222,58 @@ inline bool json_to_u64(const nlohmann::json& j, std::uint64_t max, std::uint64_
   return out <= max;
 }
 
+// Parses untrusted JSON text for the io readers (safetensors headers, index files, config.json).
+// Stricter than nlohmann's defaults: nesting deeper than kMaxJsonDepth, a NUL byte and a key
+// repeated within one object are errors (nlohmann would recurse without bound, stop at the NUL,
+// and keep the last duplicate). Errors read "<where>: <what> ...", e.g. "<file>: header is not
+// valid JSON: ...".
+inline nlohmann::json parse_json_strict(std::string_view text, const std::string& where,
+                                        const std::string& what) {
+  using nlohmann::json;
+  if (!json_depth_ok(text)) {
+    throw Error(where + ": " + what + " JSON is nested deeper than " +
+                std::to_string(kMaxJsonDepth) + " levels");
+  }
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error(where + ": " + what + " is not valid JSON: NUL byte at offset " +
+                std::to_string(nul));
+  }
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  bool has_duplicate = false;
+  const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& value) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.empty() && value.is_string()) {
+          const auto& k = value.get_ref<const std::string&>();
+          if (!open_objects.back().insert(k).second && !has_duplicate) {
+            has_duplicate = true;
+            duplicate = k;
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json parsed;
+  try {
+    parsed = json::parse(text.begin(), text.end(), callback);
+  } catch (const json::exception& e) {
+    throw Error(where + ": " + what + " is not valid JSON: " + e.what());
+  }
+  if (has_duplicate)
+    throw Error(where + ": duplicate key " + safetensors_detail::quoted(duplicate) + " in " + what);
+  return parsed;
+}
+
 }  // namespace safetensors_detail
 
 // ---------------------------------------------------------------------------------------------
@@ -278,6 +330,9 @@ class SafetensorsFile {
   }
 
   const std::filesystem::path& path() const { return path_; }
+
+  // Every byte of the file (header included), from the mapping: for content hashes.
+  std::span<const std::byte> file_bytes() const { return {map_, map_size_}; }
 
   // Tensor names ordered by their position in the data section.
   std::vector<std::string> names() const {
@@ -382,47 +437,7 @@ class SafetensorsFile {
     const std::byte* data = map_ + 8 + n;
     const std::uint64_t data_size = available - n;
 
-    if (!d::json_depth_ok(text)) {
-      throw Error(where_ + ": header JSON is nested deeper than " + std::to_string(d::kMaxJsonDepth) +
-                  " levels");
-    }
-    // nlohmann's lexer stops at a NUL byte as if the input ended there; JSON never contains one.
-    if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
-      throw Error(where_ + ": header is not valid JSON: NUL byte at offset " + std::to_string(nul));
-    }
-    // Parse, noting duplicate keys at any depth (nlohmann would silently keep the last one).
-    std::vector<std::set<std::string>> open_objects;
-    std::string duplicate;
-    bool has_duplicate = false;
-    const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& value) {
-      switch (event) {
-        case json::parse_event_t::object_start:
-          open_objects.emplace_back();
-          break;
-        case json::parse_event_t::object_end:
-          if (!open_objects.empty()) open_objects.pop_back();
-          break;
-        case json::parse_event_t::key:
-          if (!open_objects.empty() && value.is_string()) {
-            const auto& k = value.get_ref<const std::string&>();
-            if (!open_objects.back().insert(k).second && !has_duplicate) {
-              has_duplicate = true;
-              duplicate = k;
-            }
-          }
-          break;
-        default:
-          break;
-      }
-      return true;
-    };
-    json header;
-    try {
-      header = json::parse(text.begin(), text.end(), callback);
-    } catch (const json::exception& e) {
-      throw Error(where_ + ": header is not valid JSON: " + e.what());
-    }
-    if (has_duplicate) throw Error(where_ + ": duplicate key " + d::quoted(duplicate) + " in header");
+    const json header = d::parse_json_strict(text, where_, "header");
     if (!header.is_object()) {
       throw Error(where_ + ": header is not a JSON object (it is " + std::string(header.type_name()) + ")");
     }

@@ -102,7 +102,12 @@ class Model {
   static constexpr std::size_t norm2_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
   static constexpr std::size_t channel_offset(int l) { return norm2_offset(l) + norm2_layout.total; }
   static constexpr std::size_t final_offset = embedding_layout.total + L * layer_size;
-  static constexpr std::size_t parameter_count = final_offset + final_layout.total;
+  static constexpr std::size_t parameter_count = final_offset + final_layout.total;  // floats, with padding
+  // The model's size as papers count it: values in its tensors, without the alignment padding.
+  static constexpr std::size_t trainable_parameters =
+      value_count(embedding_layout) + value_count(final_layout) +
+      L * (value_count(norm1_layout) + value_count(Mixer::layout) + value_count(norm2_layout) +
+           value_count(Channel::layout));
 
   // Named offsets (relative to the start of their group).
   static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");

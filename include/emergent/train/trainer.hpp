@@ -81,7 +81,9 @@ EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std
   return r;
 }
 
+// The attention fields of a metrics row or summary: none for a mixer without attention.
 inline nlohmann::json to_json(const AttentionAnalysis& a) {
+  if (!a.available) return nlohmann::json::object();
   return {{"attention_entropy", a.entropy}, {"attention_iou", a.iou}};
 }
 
@@ -286,6 +288,9 @@ class Trainer {
                   "metric %s smoothed by the trailing mean of %d logged rows; emergence_step: < %.4f; "
                   "midpoint_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
                   th.metric.c_str(), kSmoothingRows, th.emergence_below, th.midpoint_below, th.solved_below);
+    nlohmann::json eval_json = {{"loss", s.eval.loss}, {name + "_loss", s.eval.predictable_loss},
+                                {name + "_accuracy", s.eval.predictable_accuracy}};
+    eval_json.update(to_json(s.eval.attention));
     const nlohmann::json summary = {
         {"steps_done", s.steps_done},
         {"final_loss", s.final_loss},
@@ -294,9 +299,7 @@ class Trainer {
         {"emergence_step", optional_json(s.emergence_step)},
         {"midpoint_step", optional_json(s.midpoint_step)},
         {"solved_step", optional_json(s.solved_step)},
-        {"eval", {{"loss", s.eval.loss}, {name + "_loss", s.eval.predictable_loss},
-                  {name + "_accuracy", s.eval.predictable_accuracy},
-                  {"attention_iou", s.eval.attention.iou}, {"attention_entropy", s.eval.attention.entropy}}},
+        {"eval", eval_json},
         {"wall_s", s.wall_seconds},
         {"definitions", definitions}};
     write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");

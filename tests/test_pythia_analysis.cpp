@@ -1,0 +1,131 @@
+// The Pythia analysis on real GPT-NeoX checkpoints (tests/golden/neox, made by transformers):
+//   - patch_attention_heads reproduces transformers' patched probabilities head by head;
+//   - a self-made suite whose answer flips at a known step: the fixture model saved at
+//     Pythia-like steps with the target's output row scaled so that the greedy answer becomes
+//     the target exactly from one step on; find_emergence finds that step with the expected
+//     number of checkpoint loads, and every loaded checkpoint's sha256 is that of its file.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <utility>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include <emergent/analysis/attention_patching.hpp>
+#include <emergent/analysis/checkpoint_search.hpp>
+#include <emergent/analysis/next_token.hpp>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/io/sha256.hpp>
+#include <emergent/neox/checkpoint_tensors.hpp>
+#include <emergent/neox/load_checkpoint.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGolden = fs::path(EMERGENT_SOURCE_DIR) / "tests/golden/neox";
+
+nlohmann::json manifest() {
+  std::ifstream in(kGolden / "manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+std::vector<std::int32_t> prompt_tokens(const nlohmann::json& m, const std::string& folder, std::size_t index) {
+  for (const auto& c : m["cases"])
+    if (c["folder"] == folder) return c["prompts"][index]["tokens"].get<std::vector<std::int32_t>>();
+  FAIL("no case for folder " << folder);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("patch_attention_heads: per-head patched probabilities match transformers; top K recovers its share") {
+  const nlohmann::json m = manifest();
+  REQUIRE(!m["patching"].empty());
+  for (const auto& p : m["patching"]) {
+    const auto pre = emergent::neox::load_checkpoint(kGolden / p["pre"].get<std::string>());
+    const auto post = emergent::neox::load_checkpoint(kGolden / p["post"].get<std::string>());
+    const auto tokens = prompt_tokens(m, p["pre"], p["prompt"].get<std::size_t>());
+    const std::int32_t target = p["target"];
+    const int H = pre.network->heads();
+    for (int k : {1, 3}) {
+      const emergent::PatchingResult r = emergent::patch_attention_heads(*pre.network, *post.network, tokens, target, k);
+      CHECK(r.p_pre == doctest::Approx(p["p_pre"].get<double>()).epsilon(1e-4));
+      CHECK(r.p_post == doctest::Approx(p["p_post"].get<double>()).epsilon(1e-4));
+      REQUIRE(r.heads.size() == static_cast<std::size_t>(pre.network->layers() * H));
+      for (std::size_t i = 0; i < r.heads.size(); ++i) {
+        const auto& h = r.heads[i];
+        CAPTURE(h.layer);
+        CAPTURE(h.head);
+        CHECK(h.p_patched == doctest::Approx(p["p_patched"][h.layer][h.head].get<double>()).epsilon(1e-4));
+        CHECK(h.delta_p == doctest::Approx(h.p_patched - r.p_pre));
+        if (i > 0) CHECK(r.heads[i - 1].delta_p >= h.delta_p);
+      }
+      if (k == 1) CHECK(r.p_top_k == doctest::Approx(r.heads[0].p_patched));
+      CHECK(r.recovered_share == doctest::Approx((r.p_top_k - r.p_pre) / (r.p_post - r.p_pre)));
+    }
+    // Patching a model with itself moves nothing.
+    const auto same = emergent::patch_attention_heads(*pre.network, *pre.network, tokens, target, 2);
+    for (const auto& h : same.heads) CHECK(std::abs(h.delta_p) < 1e-6);
+    CHECK(same.recovered_share == 0.0);
+  }
+}
+
+TEST_CASE("find_emergence on a self-made checkpoint suite whose answer flips at a known step") {
+  const fs::path source = kGolden / "parallel_f32";
+  const auto base = emergent::neox::load_checkpoint(source);
+  const emergent::NeoxConfig& config = base.network->config();
+  const std::vector<std::int32_t> prompt = {5, 17, 42, 9, 5, 17, 42};
+  const emergent::NextTokenPrediction before = emergent::predict_next(*base.network, prompt, 0);
+  // A target that is not the greedy token now; scaling its output row to a multiple f of the
+  // greedy token's row makes its logit f times the greedy one's (positive here, checked), so it
+  // wins exactly when f > 1.
+  const std::int32_t greedy = before.greedy, target = greedy == 3 ? 4 : 3;
+  const std::vector<float> logits = base.network->forward(prompt);
+  const int V = config.vocab_size, D = config.hidden_size;
+  REQUIRE(logits[static_cast<std::size_t>(prompt.size() - 1) * V + greedy] > 0.5f);
+
+  const std::vector<std::int64_t> steps = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000, 3000, 4000, 5000};
+  const std::int64_t flip_step = 2000;
+  const fs::path suite = fs::temp_directory_path() / "emergent_flip_suite";
+  fs::remove_all(suite);
+  for (std::int64_t step : steps) {
+    auto loaded = emergent::neox::load_checkpoint(source);
+    const double f = step >= flip_step ? 1.05 + 1e-4 * double(step) : 0.5 + 1e-4 * double(step);
+    std::span<float> head = loaded.network->parameter("embed_out.weight");
+    for (int d = 0; d < D; ++d)
+      head[static_cast<std::size_t>(target) * D + d] = float(f) * head[static_cast<std::size_t>(greedy) * D + d];
+    const fs::path folder = suite / ("step" + std::to_string(step));
+    fs::create_directories(folder);
+    fs::copy_file(source / "config.json", folder / "config.json");
+    std::vector<emergent::TensorToWrite> tensors;
+    for (const auto& t : emergent::neox::checkpoint_tensors(config))
+      tensors.push_back({t.name, t.shape, std::as_const(*loaded.network).parameter(t.name), "F32"});
+    emergent::write_safetensors(folder / "model.safetensors", tensors);
+  }
+
+  const std::vector<emergent::SuiteCheckpoint> checkpoints = emergent::list_suite(suite);
+  REQUIRE(checkpoints.size() == steps.size());
+  int loads = 0;
+  const emergent::EmergenceSearch r = emergent::find_emergence(checkpoints, [&](std::size_t i) {
+    ++loads;
+    const auto c = emergent::neox::load_checkpoint(checkpoints[i].folder);
+    std::ifstream file(checkpoints[i].folder / "model.safetensors", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    CHECK(c.sha256 == emergent::sha256_hex(std::string_view(bytes)));
+    const emergent::NextTokenPrediction p = emergent::predict_next(*c.network, prompt, target);
+    return emergent::CheckpointEvaluation{checkpoints[i].step, c.sha256, p.p_target, p.greedy, p.solved};
+  });
+  CHECK(r.outcome == "emerged");
+  CHECK(*r.first_solving_step == flip_step);
+  CHECK(*r.last_failing_step == 1000);
+  CHECK(*r.emergence_step == doctest::Approx(1500.0));
+  // Last, first, then bisecting 15 gaps: 2 + ceil(log2 15) = 6 loads at most.
+  CHECK(loads == static_cast<int>(r.evaluations.size()));
+  CHECK(loads <= 6);
+  for (const auto& e : r.evaluations) CHECK(e.solved == (e.step >= flip_step));
+  fs::remove_all(suite);
+}
