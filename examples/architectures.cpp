@@ -124,9 +124,6 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "== %s (%zu parameters, %d sequences of %d tokens per step)\n", name.c_str(),
                        entry.parameters, config.batch(), config.sequence_tokens());
           const emergent::RunSummary summary = entry.train(config, std::filesystem::path(out) / name, true);
-          auto optional_json = [](const std::optional<std::int64_t>& v) {
-            return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-          };
           const nlohmann::json row = {{"run", name},
                                       {"task", e.task},
                                       {"S", config.state_size},
@@ -138,8 +135,8 @@ int main(int argc, char** argv) {
                                       {"steps_done", summary.steps_done},
                                       {"final_loss", summary.final_loss},
                                       {"final_metric", summary.final_metric},
-                                      {"emergence_step", optional_json(summary.emergence_step)},
-                                      {"solved_step", optional_json(summary.solved_step)},
+                                      {"emergence_step", emergent::json_or_null(summary.emergence_step)},
+                                      {"solved_step", emergent::json_or_null(summary.solved_step)},
                                       {"wall_s", summary.wall_seconds}};
           std::ofstream(results_path, std::ios::app) << row.dump() << "\n";
           done[name] = row;

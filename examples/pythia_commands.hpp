@@ -23,6 +23,7 @@
 #include <emergent/analysis/capability_prompts.hpp>
 #include <emergent/analysis/checkpoint_search.hpp>
 #include <emergent/analysis/next_token.hpp>
+#include <emergent/io/json.hpp>
 #include <emergent/io/tokenizer.hpp>
 #include <emergent/neox/load_checkpoint.hpp>
 
@@ -139,7 +140,6 @@ class PythiaCommands {
       print_row(e, *s.tokenizer);
       return e;
     });
-    auto optional_json = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     std::printf("%s after %zu evaluations", r.outcome.c_str(), r.evaluations.size());
     if (r.emergence_step)
       std::printf(": last failing step %lld, first solving step %lld, point of emergence %.1f",
@@ -150,9 +150,9 @@ class PythiaCommands {
     write_json({{"suite", suite_},
                 {"prompt", to_json(s)},
                 {"outcome", r.outcome},
-                {"last_failing_step", optional_json(r.last_failing_step)},
-                {"first_solving_step", optional_json(r.first_solving_step)},
-                {"emergence_step", optional_json(r.emergence_step)},
+                {"last_failing_step", json_or_null(r.last_failing_step)},
+                {"first_solving_step", json_or_null(r.first_solving_step)},
+                {"emergence_step", json_or_null(r.emergence_step)},
                 {"evaluations", evaluations}});
   }
 

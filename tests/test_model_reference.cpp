@@ -21,6 +21,8 @@
 #include <emergent/model/model.hpp>
 #include <emergent/reference/transformer.hpp>
 
+#include "mixer_suite.hpp"
+
 namespace {
 
 namespace ref = emergent::reference;
@@ -28,18 +30,7 @@ using emergent::DotAttention;
 using emergent::Model;
 using emergent::Shape;
 
-// ||actual - expected|| / ||expected|| (the absolute norm of the difference when expected is 0).
-template <class A, class E>
-double relative_error(std::span<const A> actual, std::span<const E> expected) {
-  REQUIRE(actual.size() == expected.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double d = double(actual[i]) - double(expected[i]);
-    diff += d * d;
-    norm += double(expected[i]) * double(expected[i]);
-  }
-  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-}
+using mixer_suite::relative_error;
 
 // Random reference parameters (LayerNorm weights 1 + noise, everything else noise); for a float
 // model rounded to float first, so that both sides compute with the same values.

@@ -31,6 +31,7 @@
 #include "../analysis/emergence.hpp"
 #include "../core/error.hpp"
 #include "../core/parallel.hpp"
+#include "../io/json.hpp"
 #include "../model/data_parallel.hpp"
 #include "../optim/adamw.hpp"
 #include "../optim/schedule.hpp"
@@ -281,7 +282,6 @@ class Trainer {
       s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
     }
     s.eval = evaluate<Net>(params_, *setup_.task, config_.seed, std::max(1, config_.batch()), float(config_.bias));
-    auto optional_json = [](const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     const std::string& name = setup_.predictable_name;
     char definitions[512];
     std::snprintf(definitions, sizeof definitions,
@@ -296,9 +296,9 @@ class Trainer {
         {"final_loss", s.final_loss},
         {"metric", th.metric},
         {"final_metric", s.final_metric},
-        {"emergence_step", optional_json(s.emergence_step)},
-        {"midpoint_step", optional_json(s.midpoint_step)},
-        {"solved_step", optional_json(s.solved_step)},
+        {"emergence_step", json_or_null(s.emergence_step)},
+        {"midpoint_step", json_or_null(s.midpoint_step)},
+        {"solved_step", json_or_null(s.solved_step)},
         {"eval", eval_json},
         {"wall_s", s.wall_seconds},
         {"definitions", definitions}};
