@@ -29,4 +29,11 @@ grep -q "config.json" "$dir/err.txt"
 head -c 1000 "$dir/run/step_000040.safetensors" > "$dir/cut.safetensors"
 if "$cli" eval --checkpoint "$dir/cut.safetensors" 2> "$dir/err.txt"; then exit 1; fi
 grep -q "cut.safetensors" "$dir/err.txt"
+# Another token mixer through the registry; its summary says it has no attention to analyse.
+"$cli" train --mixer mamba --S 4 --s 2 --steps 10 --threads 2 --quiet --out "$dir/mamba" > "$dir/mamba.txt"
+grep -q "attention IoU n/a" "$dir/mamba.txt"
+
+# The Pythia commands fail cleanly on a folder that is not a checkpoint suite.
+if "$cli" pythia emergence --suite "$dir/run" 2> "$dir/err.txt"; then exit 1; fi
+grep -q "no checkpoint folders named step" "$dir/err.txt"
 echo "cli_smoke: ok"
