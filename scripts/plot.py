@@ -109,11 +109,12 @@ def architectures(args):
     results = Path(args.results)
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     panels = sorted({r["run"].split("_")[0] + ("_" + r["run"].split("_")[1] if r["task"] == "linear-map" else "")
-                     for r in rows})
+                     for r in rows}, key=lambda p: (p == "ca", p))  # the automaton last
     mixers = sorted({r["mixer"] for r in rows})
     colours = dict(zip(mixers, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
+        labelled = set()
         for r in rows:
             if not r["run"].startswith(panel + "_"):
                 continue
@@ -121,13 +122,14 @@ def architectures(args):
             steps = [m["step"] for m in metrics]
             loss = [m["loss"] for m in metrics]
             smooth = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
-            label = f'{r["mixer"]} ({r["parameters"] / 1000:.0f}k)' if r["seed"] == rows[0]["seed"] else None
+            label = None if r["mixer"] in labelled else f'{r["mixer"]} ({r["parameters"] / 1000:.0f}k)'
+            labelled.add(r["mixer"])
             ax.plot(steps, smooth, color=colours[r["mixer"]], lw=1.2, label=label)
         title = panel.replace("linmap_s", "linear map S=16, s=") if panel.startswith("linmap") else "cellular automaton S=16"
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.set_ylabel("loss (full sequence)")
-    axes[0][0].legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")
