@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from compare_pytorch import torch_env  # noqa: E402  (the thread settings of a PyTorch child)
 
 CONFIG = dict(vocab_size=50304, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
               intermediate_size=3072, rotary_pct=0.25, rotary_emb_base=10000, max_position_embeddings=2048,
@@ -65,24 +67,15 @@ print(json.dumps(out))
 """
 
 
-def child_env(threads: int) -> dict:
-    env = dict(os.environ)
-    env.pop("OPENBLAS_CORETYPE", None)
-    env.pop("OPENBLAS_L2_SIZE", None)
-    env["OMP_NUM_THREADS"] = str(threads)
-    env["MKL_NUM_THREADS"] = str(threads)
-    return env
-
-
 def run_hf(threads: int, lengths: list[int], repeats: int) -> dict:
     out = subprocess.run([sys.executable, "-c", WORKER, json.dumps(CONFIG), str(threads), json.dumps(lengths),
-                          str(repeats)], env=child_env(threads), cwd=ROOT, check=True, capture_output=True, text=True)
+                          str(repeats)], env=torch_env(threads), cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_emergent(binary: Path, threads: int, lengths: list[int], repeats: int) -> list[dict]:
     out = subprocess.run([str(binary), "--threads", str(threads), "--lengths", ",".join(map(str, lengths)),
-                          "--repeats", str(repeats)], env=child_env(threads), cwd=ROOT, check=True,
+                          "--repeats", str(repeats)], env=torch_env(threads), cwd=ROOT, check=True,
                          capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 

@@ -255,7 +255,7 @@ TEST_CASE("GatedDeltaNet: init follows FLA's layer") {
       const double A = std::exp(p[Mixer::a_log + h]);
       CHECK(A > 0);
       CHECK(A < 16);
-      const double dt = Mixer::softplus(p[Mixer::dt_bias + h]);
+      const double dt = emergent::nn::softplus(p[Mixer::dt_bias + h]);
       CHECK(dt >= 1e-3 * (1 - 1e-9));
       CHECK(dt <= 1e-1 * (1 + 1e-9));
     }

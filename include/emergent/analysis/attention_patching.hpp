@@ -37,16 +37,6 @@ struct PatchingResult {
   double recovered_share = 0;     // (p_top_k - p_pre) / (p_post - p_pre); 0 when there is no gap
 };
 
-// Every head's attention probabilities [layer][H * T * T] of `network` on `tokens`.
-inline std::vector<std::vector<float>> attention_patterns(const neox::Network& network,
-                                                          std::span<const std::int32_t> tokens) {
-  std::vector<std::vector<float>> patterns(network.layers());
-  neox::ForwardHooks hooks;
-  hooks.on_pattern = [&](int layer, std::span<const float> p) { patterns[layer].assign(p.begin(), p.end()); };
-  network.forward(tokens, hooks);
-  return patterns;
-}
-
 inline PatchingResult patch_attention_heads(const neox::Network& pre, const neox::Network& post,
                                             std::span<const std::int32_t> tokens, std::int32_t target, int top_k) {
   require(pre.shape() == post.shape(), "patch_attention_heads", "the two checkpoints have different architectures");
@@ -54,15 +44,18 @@ inline PatchingResult patch_attention_heads(const neox::Network& pre, const neox
   require(top_k >= 1 && top_k <= L * H, "patch_attention_heads",
           "top K must be in [1, layers * heads = " + std::to_string(L * H) + "]");
   const std::size_t T = tokens.size(), head_size = T * T;
-  const std::vector<std::vector<float>> post_patterns = attention_patterns(post, tokens);
+  // One forward of the post model gives p_post and every head's pattern [layer][H * T * T].
+  std::vector<std::vector<float>> post_patterns(L);
+  neox::ForwardHooks record;
+  record.on_pattern = [&](int layer, std::span<const float> p) { post_patterns[layer].assign(p.begin(), p.end()); };
+  PatchingResult r;
+  r.p_post = predict_next(post, tokens, target, record).p_target;
   auto override_of = [&](int layer, int head) {
     const float* p = post_patterns[layer].data() + static_cast<std::size_t>(head) * head_size;
     return neox::PatternOverride{layer, head, std::vector<float>(p, p + head_size)};
   };
 
-  PatchingResult r;
   r.p_pre = predict_next(pre, tokens, target).p_target;
-  r.p_post = predict_next(post, tokens, target).p_target;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       neox::ForwardHooks hooks;

@@ -87,6 +87,7 @@
 #include "../core/parallel.hpp"
 #include "../core/philox.hpp"
 #include "../core/shape.hpp"
+#include "../nn/softplus.hpp"
 #include "mixer.hpp"
 
 namespace emergent {
@@ -410,12 +411,9 @@ class GatedDeltaNet {
     const PhiloxStream stream(seed, stream_id_from_name("gated_deltanet.init"));
     // (0, 1): the 24-bit uniform shifted by half a step, so that log(A) and dt stay finite.
     auto open_uniform = [&](std::size_t local) { return double(stream.uniform(base + local)) + 0x1.0p-25; };
-    const double dt_min = 1e-3, dt_max = 1e-1, dt_floor = 1e-4;
     for (int h = 0; h < H; ++h) {
       params[a_log + h] = Real(std::log(16.0 * open_uniform(a_log + h)));
-      const double u = open_uniform(dt_bias + h);
-      const double dt = std::max(std::exp(u * (std::log(dt_max) - std::log(dt_min)) + std::log(dt_min)), dt_floor);
-      params[dt_bias + h] = Real(dt + std::log(-std::expm1(-dt)));  // softplus^{-1}(dt)
+      params[dt_bias + h] = Real(nn::initial_step_bias(open_uniform(dt_bias + h)));
     }
   }
 
@@ -492,7 +490,7 @@ class GatedDeltaNet {
       for (int t = 0; t < T; ++t) {
         const std::size_t row = rows + t;
         const Real z = acts.a_pre[row * H + h] + params[dt_bias + h];
-        const Real raw = -A * softplus(z);
+        const Real raw = -A * nn::softplus(z);
         const Real dz = raw < Real(kMinLogDecay) ? Real(0) : -d_g[t] * A * sigmoid(z);
         if (!(raw < Real(kMinLogDecay))) d_a_log += d_g[t] * raw;
         d_dt += dz;
@@ -598,7 +596,6 @@ class GatedDeltaNet {
   // Numerically safe scalar functions (shared with the decoding path).
   // exp(-z) may overflow to inf for z < -88 (float): 1 / inf = 0, never NaN.
   static Real sigmoid(Real z) { return Real(1) / (Real(1) + std::exp(-z)); }
-  static Real softplus(Real z) { return std::max(z, Real(0)) + std::log1p(std::exp(-std::abs(z))); }
   static Real silu(Real z) { return z * sigmoid(z); }
   static Real silu_grad(Real z) {
     const Real s = sigmoid(z);
@@ -606,7 +603,7 @@ class GatedDeltaNet {
   }
   // g = -exp(A_log) softplus(z), clamped below at kMinLogDecay (header).
   static Real log_decay(Real a_log_h, Real z) {
-    const Real g = -std::exp(a_log_h) * softplus(z);
+    const Real g = -std::exp(a_log_h) * nn::softplus(z);
     return g < Real(kMinLogDecay) ? Real(kMinLogDecay) : g;
   }
 

@@ -70,6 +70,7 @@
 #include "../core/philox.hpp"
 #include "../core/shape.hpp"
 #include "../nn/linear.hpp"
+#include "../nn/softplus.hpp"
 #include "mixer.hpp"
 
 namespace emergent {
@@ -87,8 +88,8 @@ class MambaMixer {
   static constexpr int P = R + 2 * N;         // x_proj width: [dl | Bm | Cm]
   static_assert(N >= 1 && Expand >= 1 && K >= 1, "Mamba: d_state, expand and d_conv must be positive");
 
-  // Mamba's dt init range (mamba_simple.py).
-  static constexpr double dt_min = 0.001, dt_max = 0.1, dt_init_floor = 1e-4;
+  // Mamba's dt init range (mamba_simple.py; nn/softplus.hpp draws from it).
+  static constexpr double dt_min = nn::kStepSizeMin, dt_max = nn::kStepSizeMax;
 
   static constexpr auto layout = layout_of(std::array{
       TensorSpec{"in_proj.weight", 2 * E, D, true},
@@ -168,12 +169,7 @@ class MambaMixer {
     for (int e = 0; e < E; ++e)
       for (int n = 0; n < N; ++n) params[a_log + static_cast<std::size_t>(e) * N + n] = Real(std::log(double(n + 1)));
     const PhiloxStream stream(seed, stream_id_from_name("mamba.init"));
-    const double log_min = std::log(dt_min), log_max = std::log(dt_max);
-    for (int e = 0; e < E; ++e) {
-      const double uniform = stream.uniform(base + dt_bias + e);
-      const double dt = std::max(std::exp(log_min + uniform * (log_max - log_min)), dt_init_floor);
-      params[dt_bias + e] = Real(dt + std::log(-std::expm1(-dt)));  // softplus^-1(dt)
-    }
+    for (int e = 0; e < E; ++e) params[dt_bias + e] = Real(nn::initial_step_bias(stream.uniform(base + dt_bias + e)));
   }
 
   // y[B*T,D] <- x[B*T,D]
@@ -317,7 +313,7 @@ class MambaMixer {
       Real pre = 0;
       for (int r = 0; r < R; ++r) pre += dbc[r] * params[dt_weight + e * R + r];
       pre += params[dt_bias + e];
-      const Real delta = std::max(pre, Real(0)) + std::log1p(std::exp(-std::abs(pre)));
+      const Real delta = nn::softplus(pre);
       const Real delta_u = delta * u[e];
       Real y = params[d_skip + e] * u[e];
       for (int n = 0; n < N; ++n) {
