@@ -1,10 +1,17 @@
 // Linear layer y = x W^T + b, weight stored [out, in] (PyTorch and llm.c layout).
-// The GEMMs go through Eigen, which blocks and vectorises them and splits them across the
-// OpenMP threads; each output element is reduced by one thread in a fixed order, so results
-// are deterministic for a given thread count.
+//
+// In fp32 on AVX-512 the three products go through nn/gemm.hpp, which reads W and dY in place
+// (no transposed copies) and adds the bias inside the forward's micro-kernel; in other builds,
+// in double, and for layers narrower than 16 outputs (the vocabulary head of a binary task, where
+// a 64-wide tile would be mostly padding) they go through Eigen. Either way each output element
+// is reduced by one thread in a fixed order, so results are deterministic for a given thread
+// count.
 #pragma once
 
 #include <Eigen/Core>
+#include <type_traits>
+
+#include "gemm.hpp"
 
 namespace emergent::nn {
 
@@ -19,9 +26,21 @@ using VectorMap = Eigen::Map<Eigen::Matrix<Real, 1, Eigen::Dynamic>>;
 template <class Real>
 using ConstVectorMap = Eigen::Map<const Eigen::Matrix<Real, 1, Eigen::Dynamic>>;
 
+// Whether a layer with `out` outputs runs on the fp32 kernel of nn/gemm.hpp.
+template <class Real>
+constexpr bool uses_gemm_kernel(int out) {
+  return std::is_same_v<Real, float> && kGemmKernel && out >= 16;
+}
+
 // y[N,out] = x[N,in] w[out,in]^T + b[out]; b may be null (no bias).
 template <class Real>
 void linear_forward(Real* y, const Real* x, const Real* w, const Real* b, int rows, int in, int out) {
+  if constexpr (std::is_same_v<Real, float> && kGemmKernel) {
+    if (uses_gemm_kernel<Real>(out)) {
+      gemm(rows, out, in, {x, in, 1}, {w, 1, in}, y, out, false, b);
+      return;
+    }
+  }
   MatrixMap<Real> Y(y, rows, out);
   ConstMatrixMap<Real> X(x, rows, in), W(w, out, in);
   Y.noalias() = X * W.transpose();
@@ -33,10 +52,18 @@ void linear_forward(Real* y, const Real* x, const Real* w, const Real* b, int ro
 template <class Real>
 void linear_backward(Real* dx, Real* dw, Real* db, const Real* dy, const Real* x, const Real* w,
                      int rows, int in, int out) {
-  ConstMatrixMap<Real> dY(dy, rows, out), X(x, rows, in), W(w, out, in);
+  ConstMatrixMap<Real> dY(dy, rows, out);
+  if (db) VectorMap<Real>(db, out) += dY.colwise().sum();
+  if constexpr (std::is_same_v<Real, float> && kGemmKernel) {
+    if (uses_gemm_kernel<Real>(out)) {
+      if (dx) gemm(rows, in, out, {dy, out, 1}, {w, in, 1}, dx, in, false);
+      gemm(out, in, rows, {dy, 1, out}, {x, in, 1}, dw, in, true);
+      return;
+    }
+  }
+  ConstMatrixMap<Real> X(x, rows, in), W(w, out, in);
   if (dx) MatrixMap<Real>(dx, rows, in).noalias() = dY * W;
   MatrixMap<Real>(dw, out, in).noalias() += dY.transpose() * X;
-  if (db) VectorMap<Real>(db, out) += dY.colwise().sum();
 }
 
 }  // namespace emergent::nn
