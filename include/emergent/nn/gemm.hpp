@@ -9,8 +9,9 @@
 //
 // The shapes here are tall and thin: M = tokens (thousands), K and N = 128..512. Eigen's GEMM
 // packs both operands on every call, which at K = 128 costs a quarter of the multiply. Here:
-//   * B is packed once per call into slivers [K/KC][N/64][KC][64] (zero-padded), the only copy.
-//     For the forward it is the weight matrix, which is small next to the activations.
+//   * B is read in place when its rows are contiguous and N is a multiple of 64 (the input and
+//     weight gradients); otherwise (the forward's W^T) it is packed once per call into slivers
+//     [N/64][KC][64], zero-padded: the weight matrix, small next to the activations.
 //   * A is not packed: the micro-kernel broadcasts its elements straight from the source rows.
 //   * The micro-kernel keeps a 6 x 64 tile of C in 24 zmm registers; per k it loads 4 vectors
 //     of the B sliver and broadcasts 6 elements of A, for 24 FMAs. A sliver of KC x 64 floats
@@ -81,10 +82,10 @@ inline __mmask16 column_mask(int width, int v) {
   return static_cast<__mmask16>((1u << valid) - 1u);
 }
 
-// C tile [rows <= 6, width <= 64] (op)= A rows [m0, m0+6) x packed B sliver (kc x 64).
-// first: the tile starts from the bias (or zero) unless `accumulate`; otherwise from C.
-inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int kc, const float* packed,
-                         float* c, std::int64_t ldc, int width, bool from_c, const float* bias) {
+// C tile [rows <= 6, width <= 64] (op)= A rows [m0, m0+6) x B sliver (kc rows of 64, ldb apart).
+// The tile starts from C when from_c, otherwise from the bias (or zero).
+inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int kc, const float* sliver,
+                         std::int64_t ldb, float* c, std::int64_t ldc, int width, bool from_c, const float* bias) {
   __m512 acc[MR][4];
   const __mmask16 mask[4] = {column_mask(width, 0), column_mask(width, 1), column_mask(width, 2),
                              column_mask(width, 3)};
@@ -108,7 +109,7 @@ inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int k
   for (int r = 0; r < MR; ++r) row[r] = a.at(m0 + std::min(r, rows - 1), k0);
   const std::int64_t step = a.col_stride;
   for (int k = 0; k < kc; ++k) {
-    const float* bk = packed + k * NR;
+    const float* bk = sliver + k * ldb;
     const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
                  b3 = _mm512_loadu_ps(bk + 48);
 #pragma GCC unroll 6
@@ -147,20 +148,23 @@ inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatri
     return;
   }
   const int slivers = (N + NR - 1) / NR, row_blocks = (M + MC - 1) / MC;
+  const bool in_place = b.col_stride == 1 && N % NR == 0;
   std::vector<float>& packed = packing_buffer();
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = std::min(KC, K - k0);
-    packed.resize(static_cast<std::size_t>(slivers) * kc * NR);
-    pack_b(packed.data(), b, k0, kc, N);
-    const float* packed_b = packed.data();
+    if (!in_place) {
+      packed.resize(static_cast<std::size_t>(slivers) * kc * NR);
+      pack_b(packed.data(), b, k0, kc, N);
+    }
     const bool from_c = accumulate || k0 > 0;
     const std::int64_t blocks = static_cast<std::int64_t>(row_blocks) * slivers;
     auto block = [&](std::int64_t index) {
       const int s = static_cast<int>(index % slivers), m_begin = static_cast<int>(index / slivers) * MC;
       const int m_end = std::min(M, m_begin + MC), n0 = s * NR, width = std::min(NR, N - n0);
-      const float* sliver = packed_b + static_cast<std::size_t>(s) * kc * NR;
+      const float* sliver = in_place ? b.at(k0, n0) : packed.data() + static_cast<std::size_t>(s) * kc * NR;
+      const std::int64_t ldb = in_place ? b.row_stride : NR;
       for (int m0 = m_begin; m0 < m_end; m0 += MR)
-        micro_kernel(a, m0, std::min(MR, m_end - m0), k0, kc, sliver, c + m0 * ldc + n0, ldc, width, from_c,
+        micro_kernel(a, m0, std::min(MR, m_end - m0), k0, kc, sliver, ldb, c + m0 * ldc + n0, ldc, width, from_c,
                      bias ? bias + n0 : nullptr);
     };
 #if defined(_OPENMP)

@@ -3,11 +3,19 @@
 // row for the backward, as llm.c does.
 #pragma once
 
+#include <Eigen/Core>
 #include <cmath>
+#include <cstdint>
 
 #include "../core/parallel.hpp"
 
 namespace emergent::nn {
+
+// One row of D values; Eigen vectorises the row sums (in a fixed order, so deterministically).
+template <class Real>
+using Row = Eigen::Map<Eigen::Array<Real, 1, Eigen::Dynamic>>;
+template <class Real>
+using ConstRow = Eigen::Map<const Eigen::Array<Real, 1, Eigen::Dynamic>>;
 
 inline constexpr double kLayerNormEps = 1e-5;
 
@@ -15,16 +23,12 @@ inline constexpr double kLayerNormEps = 1e-5;
 template <class Real>
 void layernorm_forward(Real* y, Real* mean, Real* rstd, const Real* x, const Real* gamma,
                        const Real* beta, int rows, int dim) {
+  const ConstRow<Real> g(gamma, dim), b(beta, dim);
   parallel_for(rows, [&](std::int64_t n) {
-    const Real* xr = x + n * dim;
-    Real* yr = y + n * dim;
-    Real sum = 0;
-    for (int d = 0; d < dim; ++d) sum += xr[d];
-    const Real m = sum / dim;
-    Real var = 0;
-    for (int d = 0; d < dim; ++d) var += (xr[d] - m) * (xr[d] - m);
-    const Real r = Real(1) / std::sqrt(var / dim + Real(kLayerNormEps));
-    for (int d = 0; d < dim; ++d) yr[d] = (xr[d] - m) * r * gamma[d] + beta[d];
+    const ConstRow<Real> xr(x + n * dim, dim);
+    const Real m = xr.sum() / dim;
+    const Real r = Real(1) / std::sqrt((xr - m).square().sum() / dim + Real(kLayerNormEps));
+    Row<Real>(y + n * dim, dim) = (xr - m) * r * g + b;
     mean[n] = m;
     rstd[n] = r;
   });
@@ -34,24 +38,15 @@ void layernorm_forward(Real* y, Real* mean, Real* rstd, const Real* x, const Rea
 template <class Real>
 void layernorm_backward(Real* dx, Real* dgamma, Real* dbeta, const Real* dy, const Real* x,
                         const Real* mean, const Real* rstd, const Real* gamma, int rows, int dim) {
+  const ConstRow<Real> g(gamma, dim);
   parallel_for(rows, [&](std::int64_t n) {
-    const Real* dyr = dy + n * dim;
-    const Real* xr = x + n * dim;
-    Real* dxr = dx + n * dim;
+    const ConstRow<Real> dyr(dy + n * dim, dim), xr(x + n * dim, dim);
     const Real m = mean[n], r = rstd[n];
     // dxhat = dy * gamma; dx = r * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-    Real mean_dxhat = 0, mean_dxhat_xhat = 0;
-    for (int d = 0; d < dim; ++d) {
-      const Real dxhat = dyr[d] * gamma[d];
-      mean_dxhat += dxhat;
-      mean_dxhat_xhat += dxhat * (xr[d] - m) * r;
-    }
-    mean_dxhat /= dim;
-    mean_dxhat_xhat /= dim;
-    for (int d = 0; d < dim; ++d) {
-      const Real xhat = (xr[d] - m) * r;
-      dxr[d] += r * (dyr[d] * gamma[d] - mean_dxhat - xhat * mean_dxhat_xhat);
-    }
+    const auto dxhat = dyr * g;
+    const auto xhat = (xr - m) * r;
+    const Real mean_dxhat = dxhat.sum() / dim, mean_dxhat_xhat = (dxhat * xhat).sum() / dim;
+    Row<Real>(dx + n * dim, dim) += r * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
   });
   // The parameter gradients reduce over rows; one pass in row order keeps them deterministic.
   for (int n = 0; n < rows; ++n) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cstdint>
 #include <type_traits>
 
 #include "gemm.hpp"
@@ -52,8 +53,8 @@ void linear_forward(Real* y, const Real* x, const Real* w, const Real* b, int ro
 template <class Real>
 void linear_backward(Real* dx, Real* dw, Real* db, const Real* dy, const Real* x, const Real* w,
                      int rows, int in, int out) {
-  ConstMatrixMap<Real> dY(dy, rows, out);
-  if (db) VectorMap<Real>(db, out) += dY.colwise().sum();
+  if (db)  // row by row, vectorised along the row (Eigen's colwise sum walks a row-major dY by columns)
+    for (int n = 0; n < rows; ++n) VectorMap<Real>(db, out) += ConstVectorMap<Real>(dy + std::int64_t(n) * out, out);
   if constexpr (std::is_same_v<Real, float> && kGemmKernel) {
     if (uses_gemm_kernel<Real>(out)) {
       if (dx) gemm(rows, in, out, {dy, out, 1}, {w, in, 1}, dx, in, false);
@@ -61,7 +62,7 @@ void linear_backward(Real* dx, Real* dw, Real* db, const Real* dy, const Real* x
       return;
     }
   }
-  ConstMatrixMap<Real> X(x, rows, in), W(w, out, in);
+  ConstMatrixMap<Real> dY(dy, rows, out), X(x, rows, in), W(w, out, in);
   if (dx) MatrixMap<Real>(dx, rows, in).noalias() = dY * W;
   MatrixMap<Real>(dw, out, in).noalias() += dY.transpose() * X;
 }
