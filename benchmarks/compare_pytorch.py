@@ -11,8 +11,9 @@ weights and gradient clipping at 1) on random tokens:
     F.scaled_dot_product_attention(is_causal=True); the faster one is reported;
   * with build/benchmarks/train_throughput (benchmarks/train_throughput.cpp, same
     configurations, same FLOP count per token).
-It also measures the machine's fp32 GEMM peak for each thread count (torch.mm at 2048 and the
-C++ program's Eigen GEMM at 1024 and 2048) and takes the larger as "peak".
+It also measures the machine's fp32 GEMM peak for each thread count (torch.mm, the C++
+program's Eigen GEMM and emergent's own GEMM kernel, each at 1024 and 2048) and takes the largest
+as "peak".
 
 Writes docs/results/performance.json and prints a table. PyTorch runs in worker subprocesses of
 this script whose environment has OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed (they are set
@@ -281,17 +282,19 @@ def main() -> int:
         env_torch = torch_env(threads)
         env_emergent = dict(os.environ, OMP_NUM_THREADS=str(threads))
         info, _ = run_child(me + ["--worker", "info", "--threads", str(threads)], env_torch)
-        eigen, _ = run_child([str(binary), "--gemm-peak", "--threads", str(threads)], env_emergent)
+        cpp_gemm, _ = run_child([str(binary), "--gemm-peak", "--threads", str(threads)], env_emergent)
         if result["torch"] is None:
             result["torch"] = {k: info[k] for k in ("torch_version", "torch_file", "blas", "mkl_available",
                                                      "mkldnn_available", "cpu_capability", "config_summary")}
         result["peak"][str(threads)] = {
             "torch_mm_gflops_1024": info["gflops_1024"], "torch_mm_gflops_2048": info["gflops_2048"],
-            "eigen_gflops_1024": eigen["gflops_1024"], "eigen_gflops_2048": eigen["gflops_2048"],
-            "peak_gflops": max(info["gflops"], eigen["gflops"]),
+            "eigen_gflops_1024": cpp_gemm["gflops_1024"], "eigen_gflops_2048": cpp_gemm["gflops_2048"],
+            "emergent_gflops_1024": cpp_gemm["emergent_gflops_1024"],
+            "emergent_gflops_2048": cpp_gemm["emergent_gflops_2048"],
+            "peak_gflops": max(info["gflops"], cpp_gemm["gflops"]),
         }
-        print(f"[threads {threads}] GEMM peak: torch.mm {info['gflops']:.1f} GFLOP/s, "
-              f"Eigen {eigen['gflops']:.1f} GFLOP/s", file=sys.stderr, flush=True)
+        print(f"[threads {threads}] GEMM: torch.mm {info['gflops']:.1f} GFLOP/s, Eigen and emergent's kernel "
+              f"{cpp_gemm['gflops']:.1f} GFLOP/s", file=sys.stderr, flush=True)
         for name in configs:
             warmup, steps = steps_for(name, args)
             result["settings"][name] = {"warmup": warmup, "steps": steps, **CONFIGS[name], "d_model": D_MODEL,
@@ -336,7 +339,8 @@ def main() -> int:
     for threads, p in result["peak"].items():
         print(f"fp32 GEMM peak, {threads} thread(s): torch.mm 1024 {p['torch_mm_gflops_1024']:.1f} / "
               f"2048 {p['torch_mm_gflops_2048']:.1f}, Eigen 1024 {p['eigen_gflops_1024']:.1f} / "
-              f"2048 {p['eigen_gflops_2048']:.1f} -> peak {p['peak_gflops']:.1f} GFLOP/s")
+              f"2048 {p['eigen_gflops_2048']:.1f}, emergent 1024 {p['emergent_gflops_1024']:.1f} / "
+              f"2048 {p['emergent_gflops_2048']:.1f} -> peak {p['peak_gflops']:.1f} GFLOP/s")
     header = (f"{'config':<16} {'thr':>3} {'pytorch tok/s':>13} {'attn':>8} {'emergent tok/s':>14} {'ratio':>6} "
               f"{'em GFLOP/s':>10} {'em %peak':>8} {'pt %peak':>8} {'em RSS MiB':>10} {'est MiB':>7} {'pt RSS MiB':>10}")
     print(header)
