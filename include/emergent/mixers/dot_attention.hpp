@@ -12,10 +12,13 @@
 // dQ = dS K / sqrt(d_head), dK = dS^T Q / sqrt(d_head).
 // Any H from 1 to D that divides D works, d_head = 1 included.
 //
-// Per (sequence, head) the work runs on contiguous copies of that head's q, k, v [T, d_head] (k
-// and v also transposed). Up to T = 64 loops over the keys with d_head a compile-time constant;
-// longer sequences go in blocks of 128 queries whose score rows are small Eigen GEMMs. Either way
-// the full probabilities are kept, for the backward and for analysis.
+// Per (sequence, head) the work runs on contiguous copies of that head's q, k, v [T, d_head]
+// (attention_head_split.hpp). In fp32 on AVX-512 with d_head a multiple of 16 up to 64, sequences
+// up to T = 64 run the register kernels of short_causal_attention.hpp and longer ones the tiles of
+// long_causal_attention.hpp. Otherwise (double, other d_head, other machines) short sequences loop
+// over the keys with d_head a compile-time constant, and longer ones go in blocks of 128 queries
+// whose score rows are small Eigen GEMMs. Either way the full probabilities are kept, for the
+// backward and for analysis.
 #pragma once
 
 #include <Eigen/Core>
@@ -25,13 +28,17 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "../core/layout.hpp"
 #include "../core/parallel.hpp"
 #include "../core/shape.hpp"
 #include "../nn/linear.hpp"
+#include "attention_head_split.hpp"
+#include "long_causal_attention.hpp"
 #include "mixer.hpp"
+#include "short_causal_attention.hpp"
 
 namespace emergent {
 
@@ -58,8 +65,8 @@ class DotAttention {
     Real* q = nullptr;        // [B, H, T, d_head] each head's queries, contiguous
     Real* k = nullptr;        // [B, H, T, d_head]
     Real* v = nullptr;        // [B, H, T, d_head]
-    Real* kt = nullptr;       // [B, H, d_head, T] k and v transposed, for loops over keys
-    Real* vt = nullptr;       // [B, H, d_head, T]
+    Real* kt = nullptr;       // [B, H, d_head, T] k and v transposed, for the direct path's
+    Real* vt = nullptr;       // [B, H, d_head, T] loops over keys (T <= 64 only)
     Real* att = nullptr;      // [B, H, T, T] softmax probabilities (zero above the diagonal)
     Real* heads = nullptr;    // [B*T, D] concatenated head outputs, input of the out projection
     Real* d_heads = nullptr;  // [B*T, D] backward scratch
@@ -96,13 +103,14 @@ class DotAttention {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
       const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      split_head(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head, acts.v + head, acts.kt + head,
-                 acts.vt + head);
+      attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head, acts.v + head,
+                                   T <= kDirectMaxLength ? acts.kt + head : nullptr,
+                                   T <= kDirectMaxLength ? acts.vt + head : nullptr);
       const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head, acts.vt + head};
       Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
       Real* out = acts.heads + b * T * D + h * Dh;
-      if (T <= kDirectMaxLength) direct_forward(in, att, out, T, scale, ctx);
-      else blocked_forward(in, att, out, T, scale, ctx);
+      if (T <= kDirectMaxLength) short_forward(in, att, out, T, scale, ctx);
+      else long_forward(in, att, out, T, scale, ctx);
     });
     nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
   }
@@ -121,19 +129,21 @@ class DotAttention {
       const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head, acts.vt + head};
       const Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
       const Real* d_out = acts.d_heads + b * T * D + h * Dh;
-      if (T <= kDirectMaxLength) direct_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
-      else blocked_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
-      merge_head_gradients(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head, acts.d_k + head, acts.d_v + head);
+      if (T <= kDirectMaxLength) short_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
+      else long_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
+      attention_head::merge_gradients<D, Dh>(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head, acts.d_k + head, acts.d_v + head);
     });
     nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
                         params + qkv_weight, B * T, D, 3 * D);
   }
 
  private:
-  // Sequences up to this length take the direct path: loops over keys with d_head a
-  // compile-time constant, no GEMM set-up (which dominates at the linear map's T = 31). Longer
-  // ones go through blocks of small Eigen GEMMs.
+  // Sequences up to this length take the short path (register kernels, or loops over keys with
+  // d_head a compile-time constant): no GEMM set-up, which dominates at the linear map's T = 31.
   static constexpr int kDirectMaxLength = 64;
+#if defined(__AVX512F__)
+  static_assert(kDirectMaxLength <= short_causal_attention::kMaxLength);
+#endif
   // Query rows per block: a block's scores [128, keys] stay in L2 while the softmax runs over
   // them, and K is packed for the GEMM T / 128 times per head.
   static constexpr int kQueryBlock = 128;
@@ -147,7 +157,8 @@ class DotAttention {
   using RowArrayMap = Eigen::Map<Eigen::Array<Real, 1, Eigen::Dynamic>>;
   using ConstRowArrayMap = Eigen::Map<const Eigen::Array<Real, 1, Eigen::Dynamic>>;
 
-  // One head of one sequence: q, k, v [T, d_head] and k, v transposed [d_head, T], contiguous.
+  // One head of one sequence: q, k, v [T, d_head] and k, v transposed [d_head, T] (filled for the
+  // direct path only), contiguous.
   struct HeadInputs {
     const Real *q, *k, *v, *kt, *vt;
   };
@@ -220,6 +231,47 @@ class DotAttention {
     }
   }
 
+  // Short sequences: the AVX-512 register kernels of short_causal_attention.hpp where they
+  // apply, else the loops below.
+  static void short_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
+                            const MixerContext<Real>& ctx) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<Real, float> && short_causal_attention::supports<Dh>)
+      return short_causal_attention::forward<Dh>(in.q, in.kt, in.v, att, out, D, T, scale, ctx.bias_pattern,
+                                                 ctx.bias_strength);
+#endif
+    direct_forward(in, att, out, T, scale, ctx);
+  }
+
+  static void short_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk, Real* dv,
+                             int T, Real scale) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<Real, float> && short_causal_attention::supports<Dh>)
+      return short_causal_attention::backward<Dh>(in.q, in.k, in.vt, att, d_out, D, dq, dk, dv, T, scale);
+#endif
+    direct_backward(in, att, d_out, dq, dk, dv, T, scale);
+  }
+
+  // Long sequences: the AVX-512 kernels where they apply, else the Eigen blocks below.
+  static void long_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
+                           const MixerContext<Real>& ctx) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<Real, float> && long_causal_attention::supports<Dh>)
+      return long_causal_attention::forward<Dh>(in.q, in.k, in.v, att, out, D, T, scale, ctx.bias_pattern,
+                                                ctx.bias_strength);
+#endif
+    blocked_forward(in, att, out, T, scale, ctx);
+  }
+
+  static void long_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk, Real* dv,
+                            int T, Real scale) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<Real, float> && long_causal_attention::supports<Dh>)
+      return long_causal_attention::backward<Dh>(in.q, in.k, in.v, att, d_out, D, dq, dk, dv, T, scale);
+#endif
+    blocked_backward(in, att, d_out, dq, dk, dv, T, scale);
+  }
+
   // The same for long sequences, in blocks of kQueryBlock queries through Eigen GEMMs.
   static void blocked_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
                               const MixerContext<Real>& ctx) {
@@ -260,31 +312,6 @@ class DotAttention {
       }
       dQ.middleRows(i0, rows).noalias() = dA * K.topRows(keys);
       dK.topRows(keys).noalias() += dA.transpose() * Q.middleRows(i0, rows);
-    }
-  }
-
-  // Copies head h's columns of q, k and v out of qkv [T, 3D] into contiguous [T, d_head] blocks,
-  // and k, v also transposed [d_head, T].
-  static void split_head(const Real* qkv, int h, int T, Real* q, Real* k, Real* v, Real* kt, Real* vt) {
-    for (int t = 0; t < T; ++t) {
-      const Real* row = qkv + static_cast<std::size_t>(t) * 3 * D + h * Dh;
-      for (int d = 0; d < Dh; ++d) {
-        q[t * Dh + d] = row[d];
-        k[t * Dh + d] = kt[d * T + t] = row[D + d];
-        v[t * Dh + d] = vt[d * T + t] = row[2 * D + d];
-      }
-    }
-  }
-
-  // The inverse of split_head for gradients: writes head h's columns of d_qkv [T, 3D].
-  static void merge_head_gradients(Real* d_qkv, int h, int T, const Real* dq, const Real* dk, const Real* dv) {
-    for (int t = 0; t < T; ++t) {
-      Real* row = d_qkv + static_cast<std::size_t>(t) * 3 * D + h * Dh;
-      for (int d = 0; d < Dh; ++d) {
-        row[d] = dq[t * Dh + d];
-        row[D + d] = dk[t * Dh + d];
-        row[2 * D + d] = dv[t * Dh + d];
-      }
     }
   }
 };

@@ -1,0 +1,404 @@
+// Causal attention of one head over a long sequence (T > 64), AVX-512, for d_head a multiple of
+// 16 up to 64: the cellular automaton's heads (T = 1024, d_head = 16). The math is that of
+// mixers/dot_attention.hpp; this file only orders it so that the FMAs run from registers.
+//
+// Queries go in tiles of R rows (R = 8 at d_head 16: the R rows of q, dO and dq fit in the 32
+// zmm registers together). A tile i0 .. i0+R-1 sees keys [0, i0 + R); keys above a row's
+// diagonal get probability exactly 0, so the tile treats its keys as one rectangle.
+//
+// Forward, per tile:
+//   s_rj = scale q_r . k_j + c P_rj         16 keys per zmm: d_head broadcast FMAs over K^T,
+//                                           R rows x 32 keys of accumulators at once
+//   e_rj = exp(s_rj - max_l s_rl)           j <= i0 + r (0 after); Cephes' expf, vectorised
+//   p_rj = e_rj / sum_l e_rl                written to att row i0 + r, zeros after the diagonal
+//   o_r  = (sum_j e_rj v_j) / sum_l e_rl    v_j is d_head / 16 zmm; e_rj broadcast
+// Backward, per tile (dk, dv accumulate over the tiles; dq is the tile's own):
+//   dA_rj = dO_r . v_j                      as s above, over V^T
+//   ds_rj = scale p_rj (dA_rj - sum_l p_rl dA_rl)
+//   dq_r  = sum_j ds_rj k_j                 for each key j: k_j loaded once, then R broadcast
+//   dk_j += sum_r ds_rj q_r                 FMAs into each of dq_r (in registers), dk_j and
+//   dv_j += sum_r p_rj dO_r                 dv_j (one load/add/store of dk_j, dv_j per tile)
+//
+// Memory layout. K and V are transposed per head into blocks of 16 keys, [T/16][d_head][16]: the
+// score sweep reads one contiguous run per block, where the rows of a plain K^T [d_head, T] lie
+// 4T bytes apart and all fall into the same L1 set when T is a multiple of 1024. A tile's scores
+// (and in the backward its dS and p) live in a scratch laid out the same way, [keys/16][R][16]:
+// the broadcasts of the inner loops sit at fixed offsets from one pointer. att [T, T] is the one
+// stream through memory (4 MiB a head at T = 1024): the forward writes it with streaming stores,
+// its zeros a few vectors per block of keys in between the probabilities; the backward fetches
+// the next tile's att rows ahead while a tile computes.
+#pragma once
+
+#if defined(__AVX512F__)
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace emergent::long_causal_attention {
+
+// d_head values the kernels take; others use the generic path of dot_attention.hpp.
+template <int Dh>
+inline constexpr bool supports = Dh % 16 == 0 && Dh > 0 && Dh <= 64;
+
+namespace detail {
+
+// Query rows per tile: the backward keeps 3 R d_head / 16 zmm (q, dO, dq of the tile) live.
+template <int Dh>
+inline constexpr int kTileRows = Dh == 16 ? 8 : Dh == 32 ? 4 : 2;
+
+using Scratch = std::vector<float, Eigen::aligned_allocator<float>>;
+
+inline int round_up_16(int n) { return (n + 15) & ~15; }
+
+// Lanes of a 16-key vector that hold one of the first `count` keys of the vector.
+inline __mmask16 lanes_below(int count) {
+  return static_cast<__mmask16>(0xFFFFu >> (16 - std::clamp(count, 0, 16)));
+}
+
+// exp(x), Cephes' expf in AVX-512: x = n ln2 + r with n = round(x / ln2) and ln2 split in two,
+// exp(r) = 1 + r + r^2 p(r) with p of degree 5, times 2^n by scalef. Within 1 ulp of the
+// correctly rounded value for the softmax's x <= 0 (normal results). x is clamped below at -104
+// (the result rounds to 0, so exp(-inf) = 0); NaN stays NaN.
+inline __m512 exp_ps(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+
+// b [T, Dh] (K or V) -> its transpose in blocks of 16 keys, packed [round_up_16(T) / 16][Dh][16]
+// (packed[16 Dh jb + 16 d + l] = b[jb + l][d]), zeros past T.
+template <int Dh>
+void pack_key_blocks(const float* b, int T, float* packed) {
+  const int padded = round_up_16(T);
+  for (int jb = 0; jb < padded; jb += 16)
+    for (int l = 0; l < 16; ++l)
+      for (int d = 0; d < Dh; ++d) packed[jb * Dh + d * 16 + l] = jb + l < T ? b[(jb + l) * Dh + d] : 0.0f;
+}
+
+// acc[r][w] = sum_d a[r][d] bt[d][j0 + 16 w + lane] for R rows of a (row stride a_stride) and W
+// blocks of 16 keys from the packed bt.
+template <int R, int W, int Dh>
+[[gnu::always_inline]] inline void rows_times_key_blocks(const float* a, std::int64_t a_stride, const float* packed,
+                                                         int j0, __m512 (&acc)[R][W]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+  const float* block = packed + static_cast<std::int64_t>(j0) * Dh;
+  for (int d = 0; d < Dh; ++d) {
+    __m512 b[W];
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) b[w] = _mm512_load_ps(block + w * 16 * Dh + d * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * a_stride + d]);
+#pragma GCC unroll 8
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(x, b[w], acc[r][w]);
+    }
+  }
+}
+
+// The R x keys products a . bt of a tile, 32 keys at a time, then 16 (lanes past `keys` hold
+// products with other keys or zeros); epilogue(r, j, vector of keys j .. j+15) takes each result.
+template <int R, int Dh, class Epilogue>
+[[gnu::always_inline]] inline void sweep_keys(const float* a, std::int64_t a_stride, const float* packed, int keys,
+                                              Epilogue&& epilogue) {
+  int j0 = 0;
+  for (; j0 + 32 <= keys; j0 += 32) {
+    __m512 acc[R][2];
+    rows_times_key_blocks<R, 2, Dh>(a, a_stride, packed, j0, acc);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) epilogue(r, j0, acc[r][0]), epilogue(r, j0 + 16, acc[r][1]);
+  }
+  for (; j0 < keys; j0 += 16) {
+    __m512 acc[R][1];
+    rows_times_key_blocks<R, 1, Dh>(a, a_stride, packed, j0, acc);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) epilogue(r, j0, acc[r][0]);
+  }
+}
+
+// Writes att [T, T]: each tile's probability rows, and the zeros above the diagonal (row i from
+// column round_up_16(i + 1) on) a few vectors at a time in between, so that these stores (half
+// of att) spread over the compute. Streaming stores where rows are 64-byte aligned: att goes to
+// memory without its lines being read for ownership first (the backward reads it back only
+// after the rest of the model's forward).
+class AttWriter {
+ public:
+  AttWriter(float* att, int T)
+      : att_(att), T_(T), streaming_(T % 16 == 0 && reinterpret_cast<std::uintptr_t>(att) % 64 == 0) {}
+
+  // Entries j .. j+15 of row i (j a multiple of 16; lanes from T on are dropped).
+  void put(int i, int j, __m512 x) {
+    float* at = att_ + static_cast<std::int64_t>(i) * T_ + j;
+    if (streaming_) _mm512_stream_ps(at, x);
+    else _mm512_mask_storeu_ps(at, lanes_below(T_ - j), x);
+  }
+
+  // The next `count` vectors of zeros above the diagonal, in row order.
+  void zeros(std::int64_t count) {
+    while (count > 0 && zero_row_ < T_) {
+      if (zero_col_ >= T_) {
+        ++zero_row_;
+        zero_col_ = round_up_16(zero_row_ + 1);
+        continue;
+      }
+      put(zero_row_, zero_col_, _mm512_setzero_ps());
+      zero_col_ += 16;
+      --count;
+    }
+  }
+
+  // The zeros left, then a fence: the streaming stores are visible before anyone reads att.
+  void finish() {
+    zeros(std::numeric_limits<std::int64_t>::max());
+    _mm_sfence();
+  }
+
+ private:
+  float* att_;
+  int T_;
+  bool streaming_;
+  int zero_row_ = 0, zero_col_ = 16;  // row 0's zeros start at round_up_16(1)
+};
+
+// One row of scores in the tile scratch (vector j at s + R j, keys [0, visible) valid) -> e =
+// exp(s - max s) there, 0 from visible to padded; returns 1 / sum e.
+template <int R>
+float exponentiate_row(float* s, int visible, int padded) {
+  const int full = visible & ~15;
+  __m512 row_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int j = 0; j < full; j += 16) row_max = _mm512_max_ps(row_max, _mm512_load_ps(s + R * j));
+  if (full < visible)
+    row_max = _mm512_mask_max_ps(row_max, lanes_below(visible - full), row_max, _mm512_load_ps(s + R * full));
+  const __m512 max_all = _mm512_set1_ps(_mm512_reduce_max_ps(row_max));
+  __m512 total = _mm512_setzero_ps();
+  int j = 0;
+  for (; j < full; j += 16) {
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all));
+    _mm512_store_ps(s + R * j, e);
+    total = _mm512_add_ps(total, e);
+  }
+  if (full < visible) {
+    const __m512 e = _mm512_maskz_mov_ps(lanes_below(visible - full),
+                                         exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all)));
+    _mm512_store_ps(s + R * j, e);
+    total = _mm512_add_ps(total, e);
+    j += 16;
+  }
+  for (; j < padded; j += 16) _mm512_store_ps(s + R * j, _mm512_setzero_ps());
+  return 1.0f / _mm512_reduce_add_ps(total);
+}
+
+// Query rows i0 .. i0+R-1: scores into the scratch, softmax, att rows through the writer (plus
+// zeros_per_block vectors of zeros per 16 keys), o = P V into out.
+template <int R, int Dh>
+void forward_tile(const float* q, const float* kt_packed, const float* v, AttWriter& att,
+                  std::int64_t zeros_per_block, float* out, std::int64_t out_stride, int T, float scale,
+                  const float* bias, float bias_strength, int i0, float* scores) {
+  constexpr int DV = Dh / 16;
+  const int keys = i0 + R, padded = round_up_16(keys);
+  const __m512 scale_v = _mm512_set1_ps(scale), strength = _mm512_set1_ps(bias_strength);
+  sweep_keys<R, Dh>(q + static_cast<std::int64_t>(i0) * Dh, Dh, kt_packed, keys, [&](int r, int j, __m512 s) {
+    s = _mm512_mul_ps(s, scale_v);
+    if (bias) {
+      const float* pattern = bias + static_cast<std::int64_t>(i0 + r) * T + j;
+      s = _mm512_fmadd_ps(strength, _mm512_maskz_loadu_ps(lanes_below(T - j), pattern), s);
+    }
+    _mm512_store_ps(scores + R * j + 16 * r, s);
+  });
+  float inverse_sum[R];
+  for (int r = 0; r < R; ++r) inverse_sum[r] = exponentiate_row<R>(scores + 16 * r, i0 + r + 1, padded);
+  // Even and odd keys accumulate apart: 2 R independent chains of FMAs.
+  __m512 o[2][R][DV];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int u = 0; u < DV; ++u) o[h][r][u] = _mm512_setzero_ps();
+  auto accumulate = [&](int h, const float* e, int j) {
+    __m512 vj[DV];
+#pragma GCC unroll 4
+    for (int u = 0; u < DV; ++u) vj[u] = _mm512_loadu_ps(v + static_cast<std::int64_t>(j) * Dh + 16 * u);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 er = _mm512_set1_ps(e[16 * r]);
+#pragma GCC unroll 4
+      for (int u = 0; u < DV; ++u) o[h][r][u] = _mm512_fmadd_ps(er, vj[u], o[h][r][u]);
+    }
+  };
+  // Per block of 16 keys: the block's vector of each row (where not above the diagonal), then
+  // zeros_per_block vectors of zeros, to att; then the block's terms of o.
+  for (int jb = 0; jb < keys; jb += 16) {
+    const float* block = scores + R * jb;
+    for (int r = 0; r < R; ++r)
+      if (jb <= i0 + r)
+        att.put(i0 + r, jb, _mm512_mul_ps(_mm512_load_ps(block + 16 * r), _mm512_set1_ps(inverse_sum[r])));
+    att.zeros(zeros_per_block);
+    const int count = std::min(16, keys - jb);
+    int l = 0;
+    for (; l + 2 <= count; l += 2) accumulate(0, block + l, jb + l), accumulate(1, block + l + 1, jb + l + 1);
+    if (l < count) accumulate(0, block + l, jb + l);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < DV; ++u)
+      _mm512_storeu_ps(out + (i0 + r) * out_stride + 16 * u,
+                       _mm512_mul_ps(_mm512_add_ps(o[0][r][u], o[1][r][u]), _mm512_set1_ps(inverse_sum[r])));
+}
+
+// Query rows i0 .. i0+R-1 of the backward. scratch [keys/16][2R][16]: dA then dS of row r at
+// 16 r of each block, p of row r at 16 (R + r).
+template <int R, int Dh>
+void backward_tile(const float* q, const float* k, const float* vt_packed, const float* att, const float* d_out,
+                   std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale, int i0,
+                   float* scratch) {
+  constexpr int DV = Dh / 16;
+  const int keys = i0 + R;
+  sweep_keys<R, Dh>(d_out + i0 * d_out_stride, d_out_stride, vt_packed, keys,
+                    [&](int r, int j, __m512 da) { _mm512_store_ps(scratch + 2 * R * j + 16 * r, da); });
+  // p from att (0 from `keys` on: masked loads; att row i0+r is 0 above the diagonal), so dS is 0
+  // there whatever dA holds.
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  for (int r = 0; r < R; ++r) {
+    const float* p = att + static_cast<std::int64_t>(i0 + r) * T;
+    auto p_times_da = [&](int j) {  // also keeps p_rj .. p_r(j+15) in the scratch
+      float* block = scratch + 2 * R * j;
+      const __m512 pj = _mm512_maskz_loadu_ps(lanes_below(keys - j), p + j);
+      _mm512_store_ps(block + 16 * (R + r), pj);
+      return _mm512_mul_ps(pj, _mm512_load_ps(block + 16 * r));
+    };
+    __m512 dot0 = _mm512_setzero_ps(), dot1 = _mm512_setzero_ps();  // two chains of adds
+    int j = 0;
+    for (; j + 32 <= keys; j += 32) {
+      dot0 = _mm512_add_ps(dot0, p_times_da(j));
+      dot1 = _mm512_add_ps(dot1, p_times_da(j + 16));
+    }
+    for (; j < keys; j += 16) dot0 = _mm512_add_ps(dot0, p_times_da(j));
+    const __m512 row_dot = _mm512_set1_ps(_mm512_reduce_add_ps(_mm512_add_ps(dot0, dot1)));
+    for (j = 0; j < keys; j += 16) {
+      float* block = scratch + 2 * R * j;
+      const __m512 ds = _mm512_mul_ps(_mm512_load_ps(block + 16 * (R + r)),
+                                      _mm512_sub_ps(_mm512_load_ps(block + 16 * r), row_dot));
+      _mm512_store_ps(block + 16 * r, _mm512_mul_ps(ds, scale_v));
+    }
+  }
+  __m512 qr[R][DV], dor[R][DV], dqr[R][DV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < DV; ++u) {
+      qr[r][u] = _mm512_loadu_ps(q + (i0 + r) * Dh + 16 * u);
+      dor[r][u] = _mm512_loadu_ps(d_out + (i0 + r) * d_out_stride + 16 * u);
+      dqr[r][u] = _mm512_setzero_ps();
+    }
+  // The next tile's att rows come from memory: fetch them while this tile computes.
+  const int rows_ahead = std::min(R, T - keys);
+  for (int jb = 0; jb < keys; jb += 16) {
+    for (int r = 0; r < rows_ahead; ++r)
+      _mm_prefetch(reinterpret_cast<const char*>(att + static_cast<std::int64_t>(keys + r) * T + jb), _MM_HINT_T0);
+    const int count = std::min(16, keys - jb);
+    for (int l = 0; l < count; ++l) {
+      const float* at = scratch + 2 * R * jb + l;
+      const int j = jb + l;
+      __m512 kj[DV], dkj[DV], dvj[DV];
+#pragma GCC unroll 4
+      for (int u = 0; u < DV; ++u)
+        kj[u] = _mm512_loadu_ps(k + j * Dh + 16 * u), dkj[u] = _mm512_setzero_ps(), dvj[u] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 ds = _mm512_set1_ps(at[16 * r]), p = _mm512_set1_ps(at[16 * (R + r)]);
+#pragma GCC unroll 4
+        for (int u = 0; u < DV; ++u) {
+          dqr[r][u] = _mm512_fmadd_ps(ds, kj[u], dqr[r][u]);
+          dkj[u] = _mm512_fmadd_ps(ds, qr[r][u], dkj[u]);
+          dvj[u] = _mm512_fmadd_ps(p, dor[r][u], dvj[u]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int u = 0; u < DV; ++u) {
+        const int to = j * Dh + 16 * u;
+        _mm512_storeu_ps(dk + to, _mm512_add_ps(_mm512_loadu_ps(dk + to), dkj[u]));
+        _mm512_storeu_ps(dv + to, _mm512_add_ps(_mm512_loadu_ps(dv + to), dvj[u]));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < DV; ++u) _mm512_storeu_ps(dq + (i0 + r) * Dh + 16 * u, dqr[r][u]);
+}
+
+// tile(rows, i0) over the query rows [begin, T): tiles of R rows, then one each of R/2, R/4 .. 1
+// rows for what is left (rows: std::integral_constant).
+template <int R, class Tile>
+void over_row_tiles(int begin, int T, Tile&& tile) {
+  int i0 = begin;
+  for (; i0 + R <= T; i0 += R) tile(std::integral_constant<int, R>{}, i0);
+  if constexpr (R > 1) over_row_tiles<R / 2>(i0, T, tile);
+}
+
+}  // namespace detail
+
+// One head: q, k, v [T, Dh] contiguous; att [T, T] (row i: softmax over j <= i, zeros after);
+// out rows of stride out_stride. bias: [T, T] pattern or null.
+template <int Dh>
+void forward(const float* q, const float* k, const float* v, float* att, float* out, std::int64_t out_stride, int T,
+             float scale, const float* bias, float bias_strength) {
+  static_assert(supports<Dh>);
+  constexpr int R = detail::kTileRows<Dh>;
+  const int padded = detail::round_up_16(T);
+  detail::Scratch kt_packed(static_cast<std::size_t>(padded) * Dh), scores(static_cast<std::size_t>(padded) * R);
+  detail::pack_key_blocks<Dh>(k, T, kt_packed.data());
+  // Zeros above the diagonal, spread evenly over the tiles' blocks of 16 keys.
+  std::int64_t zero_vectors = 0, key_blocks = 0;
+  for (int i = 0; i < T; ++i) zero_vectors += (T - detail::round_up_16(i + 1) + 15) / 16;
+  detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) { key_blocks += (i0 + decltype(rows)::value + 15) / 16; });
+  const std::int64_t zeros_per_block = (zero_vectors + key_blocks - 1) / key_blocks;
+  detail::AttWriter writer(att, T);
+  detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) {
+    detail::forward_tile<decltype(rows)::value, Dh>(q, kt_packed.data(), v, writer, zeros_per_block, out, out_stride, T,
+                                                    scale, bias, bias_strength, i0, scores.data());
+  });
+  writer.finish();
+}
+
+// dq, dk, dv [T, Dh] (overwritten) of one head from d_out (rows of stride d_out_stride); q, k, v
+// and att as the forward had them.
+template <int Dh>
+void backward(const float* q, const float* k, const float* v, const float* att, const float* d_out,
+              std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale) {
+  static_assert(supports<Dh>);
+  constexpr int R = detail::kTileRows<Dh>;
+  const int padded = detail::round_up_16(T);
+  detail::Scratch vt_packed(static_cast<std::size_t>(padded) * Dh), scratch(static_cast<std::size_t>(padded) * 2 * R);
+  detail::pack_key_blocks<Dh>(v, T, vt_packed.data());
+  std::memset(dk, 0, sizeof(float) * T * Dh);
+  std::memset(dv, 0, sizeof(float) * T * Dh);
+  detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) {
+    detail::backward_tile<decltype(rows)::value, Dh>(q, k, vt_packed.data(), att, d_out, d_out_stride, dq, dk, dv, T,
+                                                     scale, i0, scratch.data());
+  });
+}
+
+}  // namespace emergent::long_causal_attention
+
+#endif

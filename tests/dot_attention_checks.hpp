@@ -1,0 +1,137 @@
+// Checks of DotAttention shared by tests/test_mixer_dot_attention.cpp (portable build: the direct
+// and Eigen paths) and tests/native/test_long_causal_attention.cpp (this machine's build: the
+// AVX-512 kernels): its reference (the qkv Linear, reference::dot_attention with an optional
+// bias, the out Linear) and a check of the float mixer with the bias pattern.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <emergent/core/arena.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/reference/dot_attention.hpp>
+#include <emergent/reference/linear.hpp>
+
+#include "mixer_suite.hpp"
+
+namespace dot_attention_checks {
+
+namespace ref = emergent::reference;
+
+struct DotAttentionReference {
+  int heads;
+  ref::Matrix pattern = ref::Matrix();  // [T,T] attention bias pattern, empty for none
+  double strength = 0.0;
+
+  ref::Matrix forward(const ref::MixerParameters& p, const ref::Matrix& x) const {
+    const ref::Matrix qkv = ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
+    const ref::Matrix o = ref::dot_attention_forward(qkv, heads, pattern, strength).out;
+    return ref::linear_forward(o, p.at("out.weight"), p.at("out.bias").row(0).transpose());
+  }
+
+  ref::MixerGradients backward(const ref::MixerParameters& p, const ref::Matrix& x, const ref::Matrix& dy) const {
+    ref::MixerGradients g{ref::Matrix(), ref::zeros_like(p)};
+    const ref::Matrix qkv = ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
+    const ref::DotAttentionOutput att = ref::dot_attention_forward(qkv, heads, pattern, strength);
+    ref::Vector d_out_bias = ref::Vector::Zero(dy.cols()), d_qkv_bias = ref::Vector::Zero(qkv.cols());
+    const ref::Matrix d_o = ref::linear_backward(dy, att.out, p.at("out.weight"), g.dparams["out.weight"], d_out_bias);
+    const ref::Matrix d_qkv = ref::dot_attention_backward(d_o, qkv, heads, att.probabilities);
+    g.dx = ref::linear_backward(d_qkv, x, p.at("qkv.weight"), g.dparams["qkv.weight"], d_qkv_bias);
+    g.dparams["out.bias"] = d_out_bias.transpose();
+    g.dparams["qkv.bias"] = d_qkv_bias.transpose();
+    return g;
+  }
+};
+
+// The float mixer on B sequences of length T with the bias c P (P random 0/1) against the
+// reference: y, dx, every parameter gradient and every probability; att exactly 0 above the
+// diagonal, rows summing to 1; a second run gives the same bits.
+template <emergent::Shape S>
+void check_mixer_with_bias(int batch, int length, double strength) {
+  using Mixer = emergent::DotAttention<S, float>;
+  constexpr int D = S.d_model, H = S.heads;
+  CAPTURE(length);
+  CAPTURE(strength);
+  const std::vector<float> params =
+      mixer_suite::cast<float>(mixer_suite::mixer_parameters<emergent::DotAttention, S>(81, 0.1));
+  const std::size_t n = static_cast<std::size_t>(batch) * length * D;
+  const std::vector<float> x = mixer_suite::cast<float>(mixer_suite::random_vector(n, 82));
+  const std::vector<float> dy = mixer_suite::cast<float>(mixer_suite::random_vector(n, 83));
+  std::mt19937 rng(84);
+  std::vector<float> pattern(static_cast<std::size_t>(length) * length);
+  for (float& p : pattern) p = static_cast<float>(rng() % 2);
+
+  struct Run {
+    std::vector<float> y, dx, grads, att;
+  };
+  auto run = [&] {
+    emergent::Arena<float> arena;
+    typename Mixer::Activations acts{};
+    Mixer::carve(arena, acts, batch, length);
+    arena.allocate_and_rewind();
+    Mixer::carve(arena, acts, batch, length);
+    const emergent::MixerContext<float> ctx{batch, length, pattern.data(), static_cast<float>(strength)};
+    const std::size_t att_size = static_cast<std::size_t>(batch) * H * length * length;
+    std::fill(acts.att, acts.att + att_size, -1.0f);  // every entry must be written
+    Run r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(Mixer::layout.total, 0.0f), {}};
+    Mixer::forward(params.data(), x.data(), r.y.data(), acts, ctx);
+    Mixer::backward(params.data(), r.grads.data(), x.data(), dy.data(), r.dx.data(), acts, ctx);
+    r.att.assign(acts.att, acts.att + att_size);
+    return r;
+  };
+  const Run fast = run();
+
+  ref::Matrix pattern_ref(length, length);
+  for (int i = 0; i < length * length; ++i) pattern_ref.data()[i] = pattern[i];
+  const DotAttentionReference reference{H, pattern_ref, static_cast<double>(static_cast<float>(strength))};
+  const ref::MixerParameters named = mixer_suite::to_named<Mixer, float>(params);
+  std::vector<double> y(n), dx(n), grads(Mixer::layout.total, 0.0), att(fast.att.size());
+  for (int b = 0; b < batch; ++b) {
+    const ref::Matrix xb = mixer_suite::sequence<float>(x, b, length, D);
+    const ref::Matrix yb = reference.forward(named, xb);
+    const ref::MixerGradients g = reference.backward(named, xb, mixer_suite::sequence<float>(dy, b, length, D));
+    std::copy(yb.data(), yb.data() + length * D, y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
+    std::copy(g.dx.data(), g.dx.data() + length * D, dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
+    const std::vector<double> gb = mixer_suite::to_flat<Mixer>(g.dparams);
+    for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
+    const ref::Matrix qkv = ref::linear_forward(xb, named.at("qkv.weight"), named.at("qkv.bias").row(0).transpose());
+    const ref::DotAttentionOutput out = ref::dot_attention_forward(qkv, H, pattern_ref, reference.strength);
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < length; ++i)
+        for (int j = 0; j < length; ++j)
+          att[((static_cast<std::size_t>(b) * H + h) * length + i) * length + j] = out.probabilities[h](i, j);
+  }
+  using mixer_suite::relative_error;
+  CHECK(relative_error<float, double>(fast.y, y) < 2e-4);
+  CHECK(relative_error<float, double>(fast.dx, dx) < 2e-4);
+  CHECK(relative_error<float, double>(fast.grads, grads) < 2e-4);
+  CHECK(relative_error<float, double>(fast.att, att) < 2e-4);
+
+  std::size_t nonzero_above = 0;
+  double worst_row_sum = 0;
+  for (int bh = 0; bh < batch * H; ++bh)
+    for (int i = 0; i < length; ++i) {
+      const float* row = fast.att.data() + (static_cast<std::size_t>(bh) * length + i) * length;
+      double sum = 0;
+      for (int j = 0; j < length; ++j) {
+        sum += row[j];
+        if (j > i && row[j] != 0.0f) ++nonzero_above;
+      }
+      worst_row_sum = std::max(worst_row_sum, std::abs(sum - 1.0));
+    }
+  CHECK(nonzero_above == 0);
+  CHECK(worst_row_sum < 1e-5);
+
+  const Run again = run();
+  CHECK(again.y == fast.y);
+  CHECK(again.dx == fast.dx);
+  CHECK(again.grads == fast.grads);
+  CHECK(again.att == fast.att);
+}
+
+}  // namespace dot_attention_checks
