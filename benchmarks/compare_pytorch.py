@@ -39,11 +39,11 @@ D_MODEL, HEADS, D_FF = 128, 8, 512
 # benchmarks/train_throughput.cpp. linmap: sequences of 2S tokens, T = 2S - 1 positions,
 # batch = tokens / (2S).
 CONFIGS = {
-    "linmap_S16_4096": dict(layers=1, vocab=2, batch=4096 // 32, length=31, steps=50, warmup=20),
-    "linmap_S16_512": dict(layers=1, vocab=2, batch=512 // 32, length=31, steps=50, warmup=20),
-    "linmap_S32_4096": dict(layers=1, vocab=2, batch=4096 // 64, length=63, steps=50, warmup=20),
-    "linmap_S32_512": dict(layers=1, vocab=2, batch=512 // 64, length=63, steps=50, warmup=20),
-    "ca_L4_1024": dict(layers=4, vocab=4, batch=4, length=1024, steps=4, warmup=1),
+    "linmap_S16_4096": dict(layers=1, vocab=2, batch=4096 // 32, length=31, steps=100, warmup=20),
+    "linmap_S16_512": dict(layers=1, vocab=2, batch=512 // 32, length=31, steps=400, warmup=50),
+    "linmap_S32_4096": dict(layers=1, vocab=2, batch=4096 // 64, length=63, steps=100, warmup=20),
+    "linmap_S32_512": dict(layers=1, vocab=2, batch=512 // 64, length=63, steps=400, warmup=50),
+    "ca_L4_1024": dict(layers=4, vocab=4, batch=4, length=1024, steps=6, warmup=2),
 }
 QUICK = {"linmap": (5, 15), "ca": (1, 2)}  # (warmup, steps) for --quick
 

@@ -48,6 +48,7 @@
 #include <emergent/core/arena.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/data_parallel.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/nn/gemm.hpp>
 #include <emergent/optim/adamw.hpp>
@@ -110,7 +111,7 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   std::vector<emergent::DecayRange> ranges;
   for (const auto& t : Net::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
   emergent::AdamW<float> optimizer(emergent::AdamWConfig{}, ranges, Net::parameter_count);
-  typename Net::Workspace ws;
+  emergent::DataParallelStep<Net> parallel_step;  // what the Trainer runs: one slice of the batch a thread
 
   // Random tokens, fresh for every step: a few pre-drawn batches, cycled (drawing is not timed).
   constexpr int kBatches = 4;
@@ -130,9 +131,7 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   double loss = 0;
   auto step = [&](int i) {
     const int k = i % kBatches;
-    loss = Net::forward(params, {batch, length, inputs[k], targets[k], loss_weights, {}, 0.0f}, ws);
-    std::fill(grads.begin(), grads.end(), 0.0f);
-    Net::backward(params, grads, ws);
+    loss = parallel_step.run(params, grads, {batch, length, inputs[k], targets[k], loss_weights, {}, 0.0f});
     optimizer.step(params, grads, 1e-3);
   };
   for (int i = 0; i < warmup; ++i) step(i);
@@ -144,8 +143,13 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   const double flops_per_token = 6.0 * matmul_params + 6.0 * L * D * (length + 1.0);
   const double tokens_per_step = double(N);
   const double tokens_per_s = steps > 0 ? tokens_per_step * steps / elapsed : 0.0;
-  const std::size_t state_bytes = 4 * Net::parameter_count * sizeof(float);  // params, grads, m, v
-  const std::size_t workspace_bytes = workspace_floats<Net>(batch, length) * sizeof(float);
+  // params, grads, m, v, and the gradient buffer of every slice but the first
+  const int slices = std::max(1, std::min(parallel_step.threads(), batch));
+  const std::size_t state_bytes = (4 + slices - 1) * Net::parameter_count * sizeof(float);
+  std::size_t workspace_count = 0;  // one workspace per slice of the batch
+  for (int k = 0; k < slices; ++k)
+    workspace_count += workspace_floats<Net>(batch * (k + 1) / slices - batch * k / slices, length);
+  const std::size_t workspace_bytes = workspace_count * sizeof(float);
   return {{"config", name},
           {"threads", emergent::thread_count()},
           {"batch", batch},
@@ -174,12 +178,14 @@ nlohmann::json run_named(const Options& o) {
     const int S = o.config.find("S16") != std::string::npos ? 16 : 32;
     const int tokens = o.config.ends_with("_4096") ? 4096 : 512;
     const int batch = tokens / (2 * S), length = 2 * S - 1;
-    const int steps = o.steps >= 0 ? o.steps : 50, warmup = o.warmup >= 0 ? o.warmup : 20;
+    // A step of 512 tokens takes a few milliseconds: enough of them to time reliably.
+    const int steps = o.steps >= 0 ? o.steps : (tokens == 512 ? 400 : 100);
+    const int warmup = o.warmup >= 0 ? o.warmup : (tokens == 512 ? 50 : 20);
     if (S == 16) return run_config<kLinmapS16>(o.config, batch, length, steps, warmup);
     return run_config<kLinmapS32>(o.config, batch, length, steps, warmup);
   }
   if (o.config == "ca_L4_1024") {
-    const int steps = o.steps >= 0 ? o.steps : 10, warmup = o.warmup >= 0 ? o.warmup : 3;
+    const int steps = o.steps >= 0 ? o.steps : 6, warmup = o.warmup >= 0 ? o.warmup : 2;
     return run_config<kCaL4>(o.config, 4, 1024, steps, warmup);
   }
   throw std::invalid_argument("unknown --config " + o.config + " (see --list)");

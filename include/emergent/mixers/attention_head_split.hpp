@@ -13,49 +13,19 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "../core/avx512_transpose.hpp"
 
 namespace emergent::attention_head {
 
 #if defined(__AVX512F__)
 namespace detail {
 
-// rows[0..16) <- its transpose (each rows[i] a zmm of 16 floats).
-inline void transpose16(__m512 rows[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 2; ++j) {
-      const __m512d a = _mm512_castps_pd(t[4 * i + j]), b = _mm512_castps_pd(t[4 * i + j + 2]);
-      rows[4 * i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-      rows[4 * i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    }
-  // rows[4i + c] now holds column c of each 4x4 block of row group i, in 128-bit lanes.
-  for (int c = 0; c < 4; ++c) {
-    t[c] = _mm512_shuffle_f32x4(rows[c], rows[4 + c], 0x88);
-    t[4 + c] = _mm512_shuffle_f32x4(rows[c], rows[4 + c], 0xDD);
-    t[8 + c] = _mm512_shuffle_f32x4(rows[8 + c], rows[12 + c], 0x88);
-    t[12 + c] = _mm512_shuffle_f32x4(rows[8 + c], rows[12 + c], 0xDD);
-  }
-  for (int c = 0; c < 4; ++c) {
-    rows[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-    rows[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
-    rows[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
-    rows[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);
-  }
-}
-
 // dst [16, T] columns t0..t0+count <- src rows t0..t0+count (16 floats each, `stride` apart).
 inline void transpose_block(const float* src, std::int64_t stride, float* dst, int T, int t0, int count) {
   __m512 rows[16];
   for (int i = 0; i < 16; ++i)
     rows[i] = i < count ? _mm512_loadu_ps(src + (t0 + i) * stride) : _mm512_setzero_ps();
-  transpose16(rows);
+  avx512::transpose16(rows);
   const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1u);
   for (int d = 0; d < 16; ++d) _mm512_mask_storeu_ps(dst + static_cast<std::int64_t>(d) * T + t0, mask, rows[d]);
 }

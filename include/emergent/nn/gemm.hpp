@@ -28,9 +28,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "../core/avx512_transpose.hpp"
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -66,7 +64,19 @@ inline void pack_b(float* packed, const StridedMatrix& b, int k0, int kc, int N)
         std::copy(row, row + width, out + k * NR);
         std::fill(out + k * NR + width, out + (k + 1) * NR, 0.0f);
       }
-    } else {  // B read by columns (the forward's W^T): walk each column contiguously when row_stride == 1
+    } else if (b.row_stride == 1) {  // B = W^T (the forward): 16 x 16 blocks of W transposed in registers
+      for (int kb = 0; kb < kc; kb += 16) {
+        const int depth = std::min(16, kc - kb);
+        const __mmask16 k_lanes = static_cast<__mmask16>((1u << depth) - 1u);
+        for (int nb = 0; nb < NR; nb += 16) {
+          __m512 rows[16];
+          for (int i = 0; i < 16; ++i)
+            rows[i] = nb + i < width ? _mm512_maskz_loadu_ps(k_lanes, b.at(k0 + kb, n0 + nb + i)) : _mm512_setzero_ps();
+          avx512::transpose16(rows);
+          for (int j = 0; j < depth; ++j) _mm512_storeu_ps(out + (kb + j) * NR + nb, rows[j]);
+        }
+      }
+    } else {  // any other strides, element by element
       if (width < NR)
         for (int k = 0; k < kc; ++k) std::fill(out + k * NR + width, out + (k + 1) * NR, 0.0f);
       for (int n = 0; n < width; ++n) {

@@ -7,6 +7,7 @@
 //   p <- p - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,17 +37,37 @@ struct DecayRange {
 template <class Real>
 class AdamW {
  public:
-  AdamW(AdamWConfig config, std::vector<DecayRange> ranges, std::size_t parameter_count)
-      : config_(config), ranges_(std::move(ranges)), m_(parameter_count, 0), v_(parameter_count, 0) {}
+  AdamW(AdamWConfig config, const std::vector<DecayRange>& ranges, std::size_t parameter_count)
+      : config_(config), m_(parameter_count, 0), v_(parameter_count, 0) {
+    for (const DecayRange& range : ranges)
+      for (std::size_t at = 0; at < range.size; at += kChunk)
+        chunks_.push_back({range.offset + at, std::min<std::size_t>(kChunk, range.size - at), range.weight_decay});
+  }
 
-  // The global L2 norm of the gradients, before clipping.
+  // The global L2 norm of the gradients, before clipping: in double, over fixed chunks summed in
+  // order, so the same for every thread count.
   static double gradient_norm(std::span<const Real> grads) {
+    const std::int64_t n = static_cast<std::int64_t>(grads.size()), chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial(static_cast<std::size_t>(chunks));
+    parallel_for(chunks, [&](std::int64_t c) {
+      constexpr int lanes = 8;  // independent accumulators, so that the loop vectorises
+      double sums[lanes] = {};
+      const std::int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      std::int64_t i = begin;
+      for (; i + lanes <= end; i += lanes)
+        for (int l = 0; l < lanes; ++l) sums[l] += double(grads[i + l]) * double(grads[i + l]);
+      for (; i < end; ++i) sums[0] += double(grads[i]) * double(grads[i]);
+      double total = 0;
+      for (double s : sums) total += s;
+      partial[static_cast<std::size_t>(c)] = total;
+    });
     double sum = 0;
-    for (Real g : grads) sum += double(g) * double(g);
+    for (double s : partial) sum += s;
     return std::sqrt(sum);
   }
 
-  // One update with learning rate `lr`; returns the gradient norm before clipping.
+  // One update with learning rate `lr`; returns the gradient norm before clipping. One parallel
+  // loop over fixed chunks of every tensor range (small tensors are one chunk each).
   double step(std::span<Real> params, std::span<const Real> grads, double lr) {
     require(params.size() == m_.size() && grads.size() == m_.size(), "AdamW::step",
             "parameter, gradient and moment buffers differ in size");
@@ -58,23 +79,20 @@ class AdamW {
     const Real b1 = Real(config_.beta1), b2 = Real(config_.beta2), eps = Real(config_.eps);
     const Real step_size = Real(lr / bias1), inv_sqrt_bias2 = Real(1.0 / std::sqrt(bias2));
     const Real scale = Real(clip);
-    for (const DecayRange& range : ranges_) {
-      const Real decay = range.weight_decay ? Real(1.0 - lr * config_.weight_decay) : Real(1);
-      Real* p = params.data() + range.offset;
-      const Real* g = grads.data() + range.offset;
-      Real* m = m_.data() + range.offset;
-      Real* v = v_.data() + range.offset;
-      const std::int64_t n = static_cast<std::int64_t>(range.size);
-      parallel_for((n + 8191) / 8192, [&](std::int64_t chunk) {
-        const std::int64_t end = std::min<std::int64_t>(n, (chunk + 1) * 8192);
-        for (std::int64_t i = chunk * 8192; i < end; ++i) {
-          const Real gi = g[i] * scale;
-          m[i] = b1 * m[i] + (Real(1) - b1) * gi;
-          v[i] = b2 * v[i] + (Real(1) - b2) * gi * gi;
-          p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bias2 + eps);
-        }
-      });
-    }
+    const Real decayed = Real(1.0 - lr * config_.weight_decay);
+    parallel_for(static_cast<std::int64_t>(chunks_.size()), [&](std::int64_t c) {
+      const Chunk& chunk = chunks_[static_cast<std::size_t>(c)];
+      const Real decay = chunk.weight_decay ? decayed : Real(1);
+      const auto size = static_cast<Eigen::Index>(chunk.size);
+      // Eigen arrays, so that the square root and division vectorise (std::sqrt does not
+      // without -fno-math-errno); the same operations in the same order as written.
+      const Eigen::Map<const Values> g(grads.data() + chunk.begin, size);
+      Eigen::Map<Values> p(params.data() + chunk.begin, size), m(m_.data() + chunk.begin, size),
+          v(v_.data() + chunk.begin, size);
+      m = b1 * m + (Real(1) - b1) * (g * scale);
+      v = b2 * v + (Real(1) - b2) * (g * scale) * (g * scale);
+      p = p * decay - step_size * m / (v.sqrt() * inv_sqrt_bias2 + eps);
+    });
     return norm;
   }
 
@@ -88,8 +106,15 @@ class AdamW {
   const AdamWConfig& config() const { return config_; }
 
  private:
+  static constexpr std::int64_t kChunk = 8192;
+  using Values = Eigen::Array<Real, Eigen::Dynamic, 1>;
+  // A piece of one range of at most kChunk values: the unit of work of a step.
+  struct Chunk {
+    std::size_t begin = 0, size = 0;
+    bool weight_decay = false;
+  };
   AdamWConfig config_;
-  std::vector<DecayRange> ranges_;
+  std::vector<Chunk> chunks_;
   std::vector<Real> m_, v_;
   std::int64_t steps_ = 0;
 };
