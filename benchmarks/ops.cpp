@@ -19,9 +19,9 @@
 // 2 m k n; biases, softmax, LayerNorm, GELU and the like are left out of the matmul counts. The
 // backward of a Linear is two GEMMs (dx and dW), twice its forward. Causal attention counts only
 // the visible triangle: query i meets i + 1 keys, so Q K^T and A V cost 4 D (i + 1) per query over
-// all heads, 4 D T (T + 1) / 2 = 2 D T (T + 1) per sequence. (The kernels compute whole
-// 128-query blocks, including the masked part of the diagonal block, so they do somewhat more
-// work than counted.) The elementwise benchmarks (LayerNorm, GELU, AdamW) count their own
+// all heads, 4 D T (T + 1) / 2 = 2 D T (T + 1) per sequence. (The AVX-512 kernels compute
+// whole tiles of queries and keys, including the masked part of each diagonal tile, so they do
+// somewhat more work than counted.) The elementwise benchmarks (LayerNorm, GELU, AdamW) count their own
 // arithmetic per element instead, with erf, exp, sqrt and division one FLOP each.
 //
 // Inputs are deterministic: Philox streams of fixed seeds (core/philox.hpp), the same on every
@@ -131,6 +131,26 @@ void BM_LinearForward(benchmark::State& state) {
   report(state, 2.0 * tk.n * in * out, tk.n);
 }
 BENCHMARK(BM_LinearForward)->Apply(token_args);
+
+// The same product through Eigen (what nn::linear_forward ran before nn/gemm.hpp, and still runs
+// in builds without AVX-512): the baseline of the kernel.
+void BM_EigenLinearForward(benchmark::State& state) {
+  use_threads(1);
+  const Tokens tk(state);
+  const int in = kD, out = 3 * kD;
+  const auto x = normal_values(tk.n * in, 1), w = uniform_values(std::size_t(out) * in, 0.0884f, 2),
+             b = uniform_values(out, 0.0884f, 3);
+  std::vector<float> y(tk.n * out);
+  for (auto _ : state) {
+    emergent::nn::MatrixMap<float> Y(y.data(), tk.n, out);
+    Y.noalias() = emergent::nn::ConstMatrixMap<float>(x.data(), tk.n, in) *
+                  emergent::nn::ConstMatrixMap<float>(w.data(), out, in).transpose();
+    Y.rowwise() += emergent::nn::ConstVectorMap<float>(b.data(), out);
+    benchmark::ClobberMemory();
+  }
+  report(state, 2.0 * tk.n * in * out, tk.n);
+}
+BENCHMARK(BM_EigenLinearForward)->Apply(token_args);
 
 // FLOPs: dx = dy W  2 N (3D) D  +  dW += dy^T x  2 N (3D) D  =  4 N D (3D)  (db not counted)
 void BM_LinearBackward(benchmark::State& state) {
