@@ -116,8 +116,9 @@ void report(benchmark::State& state, double flops_per_iteration, std::int64_t to
 
 // ---- Linear: the qkv projection, N x 128 -> 384 -----------------------------------------------
 
-// FLOPs: 2 N D (3D)  (bias add not counted)
-void BM_LinearForward(benchmark::State& state) {
+// FLOPs: 2 N D (3D)  (bias add not counted). `through_eigen`: the same product through Eigen,
+// what nn::linear_forward ran before nn/gemm.hpp (and still runs in builds without AVX-512).
+void linear_forward_benchmark(benchmark::State& state, bool through_eigen) {
   use_threads(1);
   const Tokens tk(state);
   const int in = kD, out = 3 * kD;
@@ -125,31 +126,21 @@ void BM_LinearForward(benchmark::State& state) {
              b = uniform_values(out, 0.0884f, 3);
   std::vector<float> y(tk.n * out);
   for (auto _ : state) {
-    emergent::nn::linear_forward(y.data(), x.data(), w.data(), b.data(), static_cast<int>(tk.n), in, out);
+    if (through_eigen) {
+      emergent::nn::MatrixMap<float> Y(y.data(), tk.n, out);
+      Y.noalias() = emergent::nn::ConstMatrixMap<float>(x.data(), tk.n, in) *
+                    emergent::nn::ConstMatrixMap<float>(w.data(), out, in).transpose();
+      Y.rowwise() += emergent::nn::ConstVectorMap<float>(b.data(), out);
+    } else {
+      emergent::nn::linear_forward(y.data(), x.data(), w.data(), b.data(), static_cast<int>(tk.n), in, out);
+    }
     benchmark::ClobberMemory();
   }
   report(state, 2.0 * tk.n * in * out, tk.n);
 }
+void BM_LinearForward(benchmark::State& state) { linear_forward_benchmark(state, false); }
+void BM_EigenLinearForward(benchmark::State& state) { linear_forward_benchmark(state, true); }
 BENCHMARK(BM_LinearForward)->Apply(token_args);
-
-// The same product through Eigen (what nn::linear_forward ran before nn/gemm.hpp, and still runs
-// in builds without AVX-512): the baseline of the kernel.
-void BM_EigenLinearForward(benchmark::State& state) {
-  use_threads(1);
-  const Tokens tk(state);
-  const int in = kD, out = 3 * kD;
-  const auto x = normal_values(tk.n * in, 1), w = uniform_values(std::size_t(out) * in, 0.0884f, 2),
-             b = uniform_values(out, 0.0884f, 3);
-  std::vector<float> y(tk.n * out);
-  for (auto _ : state) {
-    emergent::nn::MatrixMap<float> Y(y.data(), tk.n, out);
-    Y.noalias() = emergent::nn::ConstMatrixMap<float>(x.data(), tk.n, in) *
-                  emergent::nn::ConstMatrixMap<float>(w.data(), out, in).transpose();
-    Y.rowwise() += emergent::nn::ConstVectorMap<float>(b.data(), out);
-    benchmark::ClobberMemory();
-  }
-  report(state, 2.0 * tk.n * in * out, tk.n);
-}
 BENCHMARK(BM_EigenLinearForward)->Apply(token_args);
 
 // FLOPs: dx = dy W  2 N (3D) D  +  dW += dy^T x  2 N (3D) D  =  4 N D (3D)  (db not counted)

@@ -9,6 +9,7 @@
 #include <emergent/mixers/long_causal_attention.hpp>
 
 #include "../dot_attention_checks.hpp"
+#include "attention_head_reference.hpp"
 
 #if defined(__AVX512F__)
 
@@ -23,26 +24,7 @@ namespace {
 namespace kernel = emergent::long_causal_attention;
 using Floats = std::vector<float, Eigen::aligned_allocator<float>>;  // 64-byte aligned
 
-struct Head {
-  int T, Dh;
-  std::vector<float> q, k, v, d_out, bias;  // d_out and out rows have stride Dh + 5
-  int stride() const { return Dh + 5; }
-};
-
-Head random_head(int T, int Dh, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Head h{T, Dh, {}, {}, {}, {}, {}};
-  for (auto* x : {&h.q, &h.k, &h.v}) {
-    x->resize(std::size_t(T) * Dh);
-    for (float& e : *x) e = 1.5f * normal(rng);
-  }
-  h.d_out.resize(std::size_t(T) * h.stride());
-  for (float& e : h.d_out) e = normal(rng);
-  h.bias.resize(std::size_t(T) * T);
-  for (float& e : h.bias) e = normal(rng);
-  return h;
-}
+using attention_head_reference::Head;
 
 struct Result {
   Floats att;
@@ -71,47 +53,19 @@ void check_head(int T, bool with_bias, int att_offset) {
   CAPTURE(Dh);
   CAPTURE(with_bias);
   CAPTURE(att_offset);
-  const Head h = random_head(T, Dh, 17 * T + Dh);
+  const Head h = attention_head_reference::random_head(T, Dh, 17 * T + Dh, 1.5f);
   const Result r = run_kernels<Dh>(h, with_bias, att_offset);
+  const attention_head_reference::Expected e = attention_head_reference::expected(h, with_bias, double(0.7f));
   const float* att = r.att.data() + att_offset;
-  const double scale = 1.0 / std::sqrt(double(Dh)), strength = with_bias ? double(0.7f) : 0.0;
-
-  std::vector<double> rdk(std::size_t(T) * Dh, 0.0), rdv(rdk);
-  double worst = 0;
+  // every entry above the diagonal written as exactly 0 (the buffer started at -1)
   int nonzero_above = 0;
-  auto compare = [&worst](double expected, float got) { worst = std::max(worst, std::abs(expected - got)); };
-  for (int i = 0; i < T; ++i) {
-    std::vector<double> p(i + 1), da(i + 1);
-    double top = -1e300, total = 0, row_dot = 0;
-    for (int j = 0; j <= i; ++j) {
-      double s = 0;
-      for (int d = 0; d < Dh; ++d) s += double(h.q[i * Dh + d]) * h.k[j * Dh + d];
-      p[j] = s * scale + strength * double(with_bias ? h.bias[i * T + j] : 0.0f);
-      top = std::max(top, p[j]);
-    }
-    for (double& x : p) total += (x = std::exp(x - top));
-    for (int j = 0; j <= i; ++j) {
-      p[j] /= total;
-      compare(p[j], att[i * T + j]);
-      for (int d = 0; d < Dh; ++d) da[j] += double(h.d_out[i * h.stride() + d]) * h.v[j * Dh + d];
-      row_dot += p[j] * da[j];
-    }
-    for (int j = i + 1; j < T; ++j) nonzero_above += att[i * T + j] != 0.0f;
-    for (int d = 0; d < Dh; ++d) {
-      double o = 0, g = 0;
-      for (int j = 0; j <= i; ++j) {
-        const double ds = scale * p[j] * (da[j] - row_dot);
-        o += p[j] * h.v[j * Dh + d];
-        g += ds * h.k[j * Dh + d];
-        rdk[j * Dh + d] += ds * h.q[i * Dh + d];
-        rdv[j * Dh + d] += p[j] * h.d_out[i * h.stride() + d];
-      }
-      compare(o, r.out[i * h.stride() + d]);
-      compare(g, r.dq[i * Dh + d]);
-    }
-  }
-  for (std::size_t n = 0; n < rdk.size(); ++n) compare(rdk[n], r.dk[n]), compare(rdv[n], r.dv[n]);
+  for (int i = 0; i < T; ++i)
+    for (int j = i + 1; j < T; ++j) nonzero_above += att[std::size_t(i) * T + j] != 0.0f;
   CHECK(nonzero_above == 0);
+  using attention_head_reference::worst_difference;
+  const double worst = std::max({worst_difference(e.att, att), worst_difference(e.out, r.out),
+                                 worst_difference(e.dq, r.dq), worst_difference(e.dk, r.dk),
+                                 worst_difference(e.dv, r.dv)});
   CHECK(worst < 5e-5);
   CHECK(std::all_of(r.att.begin(), r.att.begin() + att_offset, [](float x) { return x == -1.0f; }));
 

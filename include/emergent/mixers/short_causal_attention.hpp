@@ -38,6 +38,20 @@ inline __mmask16 keys_below(int count, int v) {
   return static_cast<__mmask16>((1u << valid) - 1u);
 }
 
+// out[w] lanes j = x . column 16 w + j of the transposed keys [Dh, T], for the visible keys:
+// d_head broadcast FMAs per vector of 16 keys.
+template <int NV, int Dh>
+inline void dot_with_keys(const float* x, const float* transposed, int T, const __mmask16 visible[NV], __m512 out[NV]) {
+#pragma GCC unroll 4
+  for (int w = 0; w < NV; ++w) out[w] = _mm512_setzero_ps();
+  for (int d = 0; d < Dh; ++d) {
+    const __m512 xd = _mm512_set1_ps(x[d]);
+#pragma GCC unroll 4
+    for (int w = 0; w < NV; ++w)
+      out[w] = _mm512_fmadd_ps(xd, _mm512_maskz_loadu_ps(visible[w], transposed + d * T + 16 * w), out[w]);
+  }
+}
+
 template <int NV, int Dh>
 void forward(const float* q, const float* kt, const float* v, float* att, float* out, std::int64_t out_stride,
              int T, float scale, const float* bias, float bias_strength) {
@@ -46,14 +60,8 @@ void forward(const float* q, const float* kt, const float* v, float* att, float*
     __m512 s[NV];
     __mmask16 visible[NV];
 #pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) s[w] = _mm512_setzero_ps(), visible[w] = keys_below(i + 1, w);
-    const float* qi = q + i * Dh;
-    for (int d = 0; d < Dh; ++d) {
-      const __m512 qd = _mm512_set1_ps(qi[d]);
-#pragma GCC unroll 4
-      for (int w = 0; w < NV; ++w)
-        s[w] = _mm512_fmadd_ps(qd, _mm512_maskz_loadu_ps(visible[w], kt + d * T + 16 * w), s[w]);
-    }
+    for (int w = 0; w < NV; ++w) visible[w] = keys_below(i + 1, w);
+    dot_with_keys<NV, Dh>(q + i * Dh, kt, T, visible, s);
     const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     __m512 row_max = minus_inf;
 #pragma GCC unroll 4
@@ -100,14 +108,9 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
     __m512 da[NV];
     __mmask16 visible[NV];
 #pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) da[w] = _mm512_setzero_ps(), visible[w] = keys_below(i + 1, w);
+    for (int w = 0; w < NV; ++w) visible[w] = keys_below(i + 1, w);
     const float* doi = d_out + i * d_out_stride;
-    for (int d = 0; d < Dh; ++d) {
-      const __m512 od = _mm512_set1_ps(doi[d]);
-#pragma GCC unroll 4
-      for (int w = 0; w < NV; ++w)
-        da[w] = _mm512_fmadd_ps(od, _mm512_maskz_loadu_ps(visible[w], vt + d * T + 16 * w), da[w]);
-    }
+    dot_with_keys<NV, Dh>(doi, vt, T, visible, da);
     const float* row = att + static_cast<std::size_t>(i) * T;
     __m512 p[NV], dot = _mm512_setzero_ps();
 #pragma GCC unroll 4

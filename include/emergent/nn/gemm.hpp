@@ -11,7 +11,8 @@
 // packs both operands on every call, which at K = 128 costs a quarter of the multiply. Here:
 //   * B is read in place when its rows are contiguous and N is a multiple of 64 (the input and
 //     weight gradients); otherwise (the forward's W^T) it is packed once per call into slivers
-//     [N/64][KC][64], zero-padded: the weight matrix, small next to the activations.
+//     [N/64][KC][64], zero-padded, by 16 x 16 register transposes: the weight matrix, small next
+//     to the activations.
 //   * A is not packed: the micro-kernel broadcasts its elements straight from the source rows.
 //   * The micro-kernel keeps a 6 x 64 tile of C in 24 zmm registers; per k it loads 4 vectors
 //     of the B sliver and broadcasts 6 elements of A, for 24 FMAs. A sliver of KC x 64 floats
