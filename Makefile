@@ -77,8 +77,8 @@ figures: deps
 sanitize: deps
 	$(CMAKE) -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=Debug -DEMERGENT_SANITIZE=ON \
 	  -DEMERGENT_BUILD_EXAMPLES=OFF -DEMERGENT_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS)
-	$(CMAKE) --build $(SANITIZE_DIR) -j$(JOBS) --target emergent_tests
-	$(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -R '^emergent_tests$$'
+	$(CMAKE) --build $(SANITIZE_DIR) -j$(JOBS) --target emergent_tests emergent_native_tests
+	$(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -R '^emergent_(native_)?tests$$'
 
 format:
 	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \
