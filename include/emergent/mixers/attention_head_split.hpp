@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../core/avx512_transpose.hpp"
+#include "../core/avx512.hpp"
 
 namespace emergent::attention_head {
 
@@ -26,7 +26,7 @@ inline void transpose_block(const float* src, std::int64_t stride, float* dst, i
   for (int i = 0; i < 16; ++i)
     rows[i] = i < count ? _mm512_loadu_ps(src + (t0 + i) * stride) : _mm512_setzero_ps();
   avx512::transpose16(rows);
-  const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1u);
+  const __mmask16 mask = avx512::lanes_below(count);
   for (int d = 0; d < 16; ++d) _mm512_mask_storeu_ps(dst + static_cast<std::int64_t>(d) * T + t0, mask, rows[d]);
 }
 

@@ -65,8 +65,8 @@ class DotAttention {
     Real* q = nullptr;        // [B, H, T, d_head] each head's queries, contiguous
     Real* k = nullptr;        // [B, H, T, d_head]
     Real* v = nullptr;        // [B, H, T, d_head]
-    Real* kt = nullptr;       // [B, H, d_head, T] k and v transposed, for the direct path's
-    Real* vt = nullptr;       // [B, H, d_head, T] loops over keys (T <= 64 only)
+    Real* kt = nullptr;       // [B, H, d_head, T] k and v transposed, for the short path's
+    Real* vt = nullptr;       // [B, H, d_head, T] vectors over keys (T <= 64 only)
     Real* att = nullptr;      // [B, H, T, T] softmax probabilities (zero above the diagonal)
     Real* heads = nullptr;    // [B*T, D] concatenated head outputs, input of the out projection
     Real* d_heads = nullptr;  // [B*T, D] backward scratch
@@ -158,7 +158,7 @@ class DotAttention {
   using ConstRowArrayMap = Eigen::Map<const Eigen::Array<Real, 1, Eigen::Dynamic>>;
 
   // One head of one sequence: q, k, v [T, d_head] and k, v transposed [d_head, T] (filled for the
-  // direct path only), contiguous.
+  // short path only), contiguous.
   struct HeadInputs {
     const Real *q, *k, *v, *kt, *vt;
   };

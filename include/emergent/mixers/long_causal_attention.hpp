@@ -9,7 +9,7 @@
 // Forward, per tile:
 //   s_rj = scale q_r . k_j + c P_rj         16 keys per zmm: d_head broadcast FMAs over K^T,
 //                                           R rows x 32 keys of accumulators at once
-//   e_rj = exp(s_rj - max_l s_rl)           j <= i0 + r (0 after); Cephes' expf, vectorised
+//   e_rj = exp(s_rj - max_l s_rl)           j <= i0 + r (0 after); Cephes' expf, vectorised (core/avx512.hpp)
 //   p_rj = e_rj / sum_l e_rl                written to att row i0 + r, zeros after the diagonal
 //   o_r  = (sum_j e_rj v_j) / sum_l e_rl    v_j is d_head / 16 zmm; e_rj broadcast
 // Backward, per tile (dk, dv accumulate over the tiles; dq is the tile's own):
@@ -40,6 +40,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/avx512.hpp"
+
 namespace emergent::long_causal_attention {
 
 // d_head values the kernels take; others use the generic path of dot_attention.hpp.
@@ -55,31 +57,6 @@ inline constexpr int kTileRows = Dh == 16 ? 8 : Dh == 32 ? 4 : 2;
 using Scratch = std::vector<float, Eigen::aligned_allocator<float>>;
 
 inline int round_up_16(int n) { return (n + 15) & ~15; }
-
-// Lanes of a 16-key vector that hold one of the first `count` keys of the vector.
-inline __mmask16 lanes_below(int count) {
-  return static_cast<__mmask16>(0xFFFFu >> (16 - std::clamp(count, 0, 16)));
-}
-
-// exp(x), Cephes' expf in AVX-512: x = n ln2 + r with n = round(x / ln2) and ln2 split in two,
-// exp(r) = 1 + r + r^2 p(r) with p of degree 5, times 2^n by scalef. Within 1 ulp of the
-// correctly rounded value for the softmax's x <= 0 (normal results). x is clamped below at -104
-// (the result rounds to 0, so exp(-inf) = 0); NaN stays NaN.
-inline __m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(y, n);
-}
 
 // b [T, Dh] (K or V) -> its transpose in blocks of 16 keys, packed [round_up_16(T) / 16][Dh][16]
 // (packed[16 Dh jb + 16 d + l] = b[jb + l][d]), zeros past T.
@@ -148,7 +125,7 @@ class AttWriter {
   void put(int i, int j, __m512 x) {
     float* at = att_ + static_cast<std::int64_t>(i) * T_ + j;
     if (streaming_) _mm512_stream_ps(at, x);
-    else _mm512_mask_storeu_ps(at, lanes_below(T_ - j), x);
+    else _mm512_mask_storeu_ps(at, avx512::lanes_below(T_ - j), x);
   }
 
   // The next `count` vectors of zeros above the diagonal, in row order.
@@ -186,18 +163,18 @@ float exponentiate_row(float* s, int visible, int padded) {
   __m512 row_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int j = 0; j < full; j += 16) row_max = _mm512_max_ps(row_max, _mm512_load_ps(s + R * j));
   if (full < visible)
-    row_max = _mm512_mask_max_ps(row_max, lanes_below(visible - full), row_max, _mm512_load_ps(s + R * full));
+    row_max = _mm512_mask_max_ps(row_max, avx512::lanes_below(visible - full), row_max, _mm512_load_ps(s + R * full));
   const __m512 max_all = _mm512_set1_ps(_mm512_reduce_max_ps(row_max));
   __m512 total = _mm512_setzero_ps();
   int j = 0;
   for (; j < full; j += 16) {
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all));
+    const __m512 e = avx512::exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all));
     _mm512_store_ps(s + R * j, e);
     total = _mm512_add_ps(total, e);
   }
   if (full < visible) {
-    const __m512 e = _mm512_maskz_mov_ps(lanes_below(visible - full),
-                                         exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all)));
+    const __m512 e = _mm512_maskz_mov_ps(avx512::lanes_below(visible - full),
+                                         avx512::exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all)));
     _mm512_store_ps(s + R * j, e);
     total = _mm512_add_ps(total, e);
     j += 16;
@@ -219,7 +196,7 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
     s = _mm512_mul_ps(s, scale_v);
     if (bias) {
       const float* pattern = bias + static_cast<std::int64_t>(i0 + r) * T + j;
-      s = _mm512_fmadd_ps(strength, _mm512_maskz_loadu_ps(lanes_below(T - j), pattern), s);
+      s = _mm512_fmadd_ps(strength, _mm512_maskz_loadu_ps(avx512::lanes_below(T - j), pattern), s);
     }
     _mm512_store_ps(scores + R * j + 16 * r, s);
   });
@@ -282,7 +259,7 @@ void backward_tile(const float* q, const float* k, const float* vt_packed, const
     const float* p = att + static_cast<std::int64_t>(i0 + r) * T;
     auto p_times_da = [&](int j) {  // also keeps p_rj .. p_r(j+15) in the scratch
       float* block = scratch + 2 * R * j;
-      const __m512 pj = _mm512_maskz_loadu_ps(lanes_below(keys - j), p + j);
+      const __m512 pj = _mm512_maskz_loadu_ps(avx512::lanes_below(keys - j), p + j);
       _mm512_store_ps(block + 16 * (R + r), pj);
       return _mm512_mul_ps(pj, _mm512_load_ps(block + 16 * r));
     };

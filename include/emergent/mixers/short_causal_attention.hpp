@@ -11,16 +11,17 @@
 //   dA_j = dO_i . v_j                       broadcast FMAs over the rows of V^T, as s above
 //   ds_j = scale p_j (dA_j - sum_l p_l dA_l)
 //   dq_i = sum_j ds_j k_j,   dk_j += ds_j q_i,   dv_j += p_j dO_i
-// The exponential is Eigen's packet exp, the one the longer paths use through Eigen arrays.
+// The exponential is core/avx512.hpp's, as in the long-sequence kernels.
 #pragma once
 
 #if defined(__AVX512F__)
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <immintrin.h>
 #include <limits>
+
+#include "../core/avx512.hpp"
 
 namespace emergent::short_causal_attention {
 
@@ -31,12 +32,6 @@ template <int Dh>
 inline constexpr bool supports = Dh % 16 == 0 && Dh <= 64;
 
 namespace detail {
-
-// Lanes of key vector v that hold keys j < count.
-inline __mmask16 keys_below(int count, int v) {
-  const int valid = std::clamp(count - 16 * v, 0, 16);
-  return static_cast<__mmask16>((1u << valid) - 1u);
-}
 
 // out[w] lanes j = x . column 16 w + j of the transposed keys [Dh, T], for the visible keys:
 // d_head broadcast FMAs per vector of 16 keys.
@@ -60,7 +55,7 @@ void forward(const float* q, const float* kt, const float* v, float* att, float*
     __m512 s[NV];
     __mmask16 visible[NV];
 #pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) visible[w] = keys_below(i + 1, w);
+    for (int w = 0; w < NV; ++w) visible[w] = avx512::lanes_below(i + 1 - 16 * w);
     dot_with_keys<NV, Dh>(q + i * Dh, kt, T, visible, s);
     const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     __m512 row_max = minus_inf;
@@ -77,13 +72,13 @@ void forward(const float* q, const float* kt, const float* v, float* att, float*
     __m512 total = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int w = 0; w < NV; ++w) {
-      s[w] = _mm512_maskz_mov_ps(visible[w], Eigen::internal::pexp(_mm512_sub_ps(s[w], max_all)));
+      s[w] = _mm512_maskz_mov_ps(visible[w], avx512::exp_ps(_mm512_sub_ps(s[w], max_all)));
       total = _mm512_add_ps(total, s[w]);
     }
     const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
     float* row = att + static_cast<std::size_t>(i) * T;
 #pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) _mm512_mask_storeu_ps(row + 16 * w, keys_below(T, w), _mm512_mul_ps(s[w], inverse));
+    for (int w = 0; w < NV; ++w) _mm512_mask_storeu_ps(row + 16 * w, avx512::lanes_below(T - 16 * w), _mm512_mul_ps(s[w], inverse));
     __m512 o[DV];
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u) o[u] = _mm512_setzero_ps();
@@ -108,7 +103,7 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
     __m512 da[NV];
     __mmask16 visible[NV];
 #pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) visible[w] = keys_below(i + 1, w);
+    for (int w = 0; w < NV; ++w) visible[w] = avx512::lanes_below(i + 1 - 16 * w);
     const float* doi = d_out + i * d_out_stride;
     dot_with_keys<NV, Dh>(doi, vt, T, visible, da);
     const float* row = att + static_cast<std::size_t>(i) * T;

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../core/avx512_transpose.hpp"
+#include "../core/avx512.hpp"
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -68,7 +68,7 @@ inline void pack_b(float* packed, const StridedMatrix& b, int k0, int kc, int N)
     } else if (b.row_stride == 1) {  // B = W^T (the forward): 16 x 16 blocks of W transposed in registers
       for (int kb = 0; kb < kc; kb += 16) {
         const int depth = std::min(16, kc - kb);
-        const __mmask16 k_lanes = static_cast<__mmask16>((1u << depth) - 1u);
+        const __mmask16 k_lanes = avx512::lanes_below(depth);
         for (int nb = 0; nb < NR; nb += 16) {
           __m512 rows[16];
           for (int i = 0; i < 16; ++i)
@@ -88,18 +88,13 @@ inline void pack_b(float* packed, const StridedMatrix& b, int k0, int kc, int N)
   }
 }
 
-inline __mmask16 column_mask(int width, int v) {
-  const int valid = std::clamp(width - 16 * v, 0, 16);
-  return static_cast<__mmask16>((1u << valid) - 1u);
-}
-
 // C tile [rows <= 6, width <= 64] (op)= A rows [m0, m0+6) x B sliver (kc rows of 64, ldb apart).
 // The tile starts from C when from_c, otherwise from the bias (or zero).
 inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int kc, const float* sliver,
                          std::int64_t ldb, float* c, std::int64_t ldc, int width, bool from_c, const float* bias) {
   __m512 acc[MR][4];
-  const __mmask16 mask[4] = {column_mask(width, 0), column_mask(width, 1), column_mask(width, 2),
-                             column_mask(width, 3)};
+  const __mmask16 mask[4] = {avx512::lanes_below(width), avx512::lanes_below(width - 16),
+                             avx512::lanes_below(width - 32), avx512::lanes_below(width - 48)};
   if (from_c) {
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r)
