@@ -143,12 +143,12 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   const double flops_per_token = 6.0 * matmul_params + 6.0 * L * D * (length + 1.0);
   const double tokens_per_step = double(N);
   const double tokens_per_s = steps > 0 ? tokens_per_step * steps / elapsed : 0.0;
-  // params, grads, m, v, and the gradient buffer of every slice but the first
-  const int slices = std::max(1, std::min(parallel_step.threads(), batch));
-  const std::size_t state_bytes = (4 + slices - 1) * Net::parameter_count * sizeof(float);
-  std::size_t workspace_count = 0;  // one workspace per slice of the batch
-  for (int k = 0; k < slices; ++k)
-    workspace_count += workspace_floats<Net>(batch * (k + 1) / slices - batch * k / slices, length);
+  // params, grads, m, v, and the gradient buffer of every slice but the first; one workspace per
+  // slice of the batch
+  const auto workspaces = parallel_step.workspaces();
+  const std::size_t state_bytes = (4 + workspaces.size() - 1) * Net::parameter_count * sizeof(float);
+  std::size_t workspace_count = 0;
+  for (const auto* ws : workspaces) workspace_count += workspace_floats<Net>(ws->batch, length);
   const std::size_t workspace_bytes = workspace_count * sizeof(float);
   return {{"config", name},
           {"threads", emergent::thread_count()},
