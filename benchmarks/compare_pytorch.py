@@ -320,9 +320,10 @@ def main() -> int:
                 em, em_rss = run_child([str(binary), "--config", name, "--threads", str(threads),
                                         "--steps", str(steps), "--warmup", str(warmup)], env_emergent)
                 em["peak_rss_bytes_rusage"] = em_rss
-                em_runs.append((em, em_rss))
+                em_runs.append(em)
             best, variants, torch_rss = max(torch_runs, key=lambda run: run[0]["tokens_per_s"])
-            em, em_rss = max(em_runs, key=lambda run: run[0]["tokens_per_s"])
+            em = max(em_runs, key=lambda run: run["tokens_per_s"])
+            em_rss = em["peak_rss_bytes_rusage"]
             peak = result["peak"][str(threads)]["peak_gflops"]
             row = {
                 "config": name, "threads": threads, "tokens_per_step": em["tokens_per_step"],
@@ -336,7 +337,7 @@ def main() -> int:
                 "pytorch_peak_rss_bytes": torch_rss,
                 "pytorch": variants, "emergent": em,
                 "pytorch_tokens_per_s_runs": [run[0]["tokens_per_s"] for run in torch_runs],
-                "emergent_tokens_per_s_runs": [run[0]["tokens_per_s"] for run in em_runs],
+                "emergent_tokens_per_s_runs": [run["tokens_per_s"] for run in em_runs],
             }
             assert em["tokens_per_step"] == best["tokens_per_step"], "token counts differ"
             result["rows"].append(row)
