@@ -75,7 +75,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> tasks{"linear-map", "cellular-automaton"};
   std::string out = "runs/architectures";
   emergent::TrainConfig base;
-  base.state_size = 16;
   base.steps = 10000;
   std::int64_t automaton_steps = 3000;
   app.add_option("--mixers", mixers)->capture_default_str();
@@ -112,21 +111,21 @@ int main(int argc, char** argv) {
           config.mixer = mixer;
           config.seed = static_cast<std::uint64_t>(seed);
           if (e.task == "linear-map") {
-            config.ones_per_row = e.s;
+            config.task_params = {{"S", 16}, {"s", e.s}};
             config.shape = emergent::cli::kLinearMapShape;
           } else {
             config.steps = automaton_steps;
             config.shape = emergent::cli::kAutomatonShape;
           }
           const emergent::cli::ShapeEntry& entry =
-              emergent::cli::find_shape(mixer, config.shape, config.sequence_tokens() - 1);
+              emergent::cli::find_shape(mixer, config.shape, emergent::sequence_tokens(config) - 1);
           config.shape = entry.shape;
           std::fprintf(stderr, "== %s (%zu parameters, %d sequences of %d tokens per step)\n", name.c_str(),
-                       entry.parameters, config.batch(), config.sequence_tokens());
+                       entry.parameters, emergent::sequences_per_step(config), emergent::sequence_tokens(config));
           const emergent::RunSummary summary = entry.train(config, std::filesystem::path(out) / name, true);
           const nlohmann::json row = {{"run", name},
                                       {"task", e.task},
-                                      {"S", config.state_size},
+                                      {"S", 16},
                                       {"s", e.s},
                                       {"mixer", mixer},
                                       {"seed", seed},

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   base.shape = kShape;
   base.steps = 3000;
   base.stop_below = 0;
+  int states = 16, rules = 256, depth = 1;
   bool run_past_plateau = false;
   app.add_option("--sizes", sizes, "state sizes S (S * states <= 1024)")->capture_default_str();
   app.add_option("--seeds", seeds)->capture_default_str();
@@ -61,9 +62,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", base.steps, "step budget per run")->capture_default_str();
   app.add_option("--batch-tokens", base.batch_tokens, "fixed token batch")->capture_default_str();
   app.add_option("--lr", base.lr)->capture_default_str();
-  app.add_option("--states", base.states)->capture_default_str();
-  app.add_option("--rules", base.rules)->capture_default_str();
-  app.add_option("--depth", base.depth)->capture_default_str();
+  app.add_option("--states", states)->capture_default_str();
+  app.add_option("--rules", rules)->capture_default_str();
+  app.add_option("--depth", depth)->capture_default_str();
   app.add_option("--threads", base.threads, "0: all cores")->capture_default_str();
   app.add_option("--out", out)->capture_default_str();
   app.add_flag("--run-past-plateau", run_past_plateau, "train the full budget instead of stopping at the plateau end");
@@ -87,21 +88,21 @@ int main(int argc, char** argv) {
           const std::string name = run_name(S, c, seed);
           if (done.count(name)) continue;
           emergent::TrainConfig config = base;
-          config.state_size = S;
+          config.task_params = {{"S", S}, {"states", states}, {"rules", rules}, {"depth", depth}};
           config.bias = c;
           config.seed = static_cast<std::uint64_t>(seed);
           // Stop once the smoothed loss is below the plateau threshold: that step is the result.
           const emergent::TaskSetup setup = emergent::make_task(config);
           if (!run_past_plateau) config.stop_below = setup.thresholds.emergence_below;
-          std::fprintf(stderr, "== %s (%d sequences of %d tokens per step)\n", name.c_str(), config.batch(),
-                       config.sequence_tokens());
+          std::fprintf(stderr, "== %s (%d sequences of %d tokens per step)\n", name.c_str(), emergent::sequences_per_step(config),
+                       emergent::sequence_tokens(config));
           emergent::Trainer<Net> trainer(config, std::filesystem::path(out) / name, true);
           const emergent::RunSummary summary = trainer.run();
           nlohmann::json row = {{"run", name},
                                 {"S", S},
                                 {"bias", c},
                                 {"seed", seed},
-                                {"sequences_per_step", config.batch()},
+                                {"sequences_per_step", emergent::sequences_per_step(config)},
                                 {"plateau_length", summary.emergence_step ? nlohmann::json(*summary.emergence_step) : nlohmann::json(nullptr)},
                                 {"steps_done", summary.steps_done},
                                 {"final_loss", summary.final_loss},

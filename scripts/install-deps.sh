@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev          # JSON: configs, metrics rows, HF config.json / tokenizer.json
   doctest-dev                 # test framework (header-only)
   libcli11-dev                # command lines of the programs (header-only)
+  libtomlplusplus-dev         # sweep files in TOML (used header-only)
   libbenchmark-dev            # Google Benchmark
   python3-matplotlib python3-numpy  # scripts/plot.py
 )

@@ -64,9 +64,7 @@ struct ThreadCountGuard {
 
 TrainConfig small_config(std::int64_t steps = 40, std::uint64_t seed = 3) {
   TrainConfig c;
-  c.state_size = 6;
-  c.ones_per_row = 2;
-  c.task_seed = 5;
+  c.task_params = {{"S", 6}, {"s", 2}, {"task_seed", 5}};
   c.shape = Net::shape;
   c.seed = seed;
   c.steps = steps;
@@ -278,8 +276,13 @@ TEST_CASE("trainer: a changed config in an existing run folder is refused") {
   const std::string before = read_bytes(a.path / "config.json");
   TrainConfig changed = small_config(20);
   changed.lr = 1e-2;
+  changed.beta1 = 0.8;
   const std::string message = error_of([&] { train(changed, a.path); });
+  CAPTURE(message);
   CHECK(contains(message, "config.json"));
+  // every differing field, with both values
+  CHECK(contains(message, "lr: 0.003 (config.json) vs 0.01 (given)"));
+  CHECK(contains(message, "beta1: 0.9 (config.json) vs 0.8 (given)"));
   CHECK(read_bytes(a.path / "config.json") == before);  // the folder's config is kept
   CHECK_FALSE(fs::exists(emergent::checkpoint_path(a.path, 20)));
   // steps and threads may change on resume
@@ -358,7 +361,7 @@ TEST_CASE("checkpoint and config errors name the file and the field") {
   CHECK(contains(missing_message, "beta2"));
 
   nlohmann::json missing_shape = config;
-  missing_shape["shape"].erase("d_ff");
+  missing_shape.erase("d_ff");
   const fs::path shape_path = write_json("missing_shape.json", missing_shape);
   const std::string shape_field_message = error_of([&] { emergent::read_train_config(shape_path); });
   CAPTURE(shape_field_message);
@@ -379,9 +382,7 @@ TEST_CASE("trainer runs the cellular automaton with a 4-layer model, the bias an
   TempDir dir("ca");
   emergent::TrainConfig c;
   c.task = "cellular-automaton";
-  c.state_size = 5;
-  c.states = 8;  // 40 tokens, 39 positions
-  c.rules = 16;
+  c.task_params = {{"S", 5}, {"states", 8}, {"rules", 16}};  // 40 tokens, 39 positions
   c.shape = CaNet::shape;
   c.batch_tokens = 160;  // 4 sequences
   c.steps = 30;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,30 @@ inline std::string describe(const std::string& mixer, const Shape& s) {
          " d_ff=" + std::to_string(s.d_ff) + " max_len=" + std::to_string(s.max_len);
 }
 
+// The registered entry of exactly (mixer, shape), if there is one.
+inline const ShapeEntry* find_compiled(const std::string& mixer, const Shape& shape) {
+  for (const ShapeEntry& e : shape_registry())
+    if (e.mixer == mixer && e.shape == shape) return &e;
+  return nullptr;
+}
+
+// The max_len a config with max_len 0 gets: that of the registered entry of (mixer, shape
+// without max_len) with the smallest max_len >= `length`, else the next power of two >= `length`
+// (at least 64), so that runs over many lengths share a few shapes compiled on demand.
+inline int automatic_max_len(const std::string& mixer, const Shape& wanted, int length) {
+  int best = 0;
+  for (const ShapeEntry& e : shape_registry()) {
+    Shape s = e.shape;
+    s.max_len = wanted.max_len;
+    if (e.mixer == mixer && s == wanted && e.shape.max_len >= length && (best == 0 || e.shape.max_len < best))
+      best = e.shape.max_len;
+  }
+  if (best > 0) return best;
+  int power = 64;
+  while (power < length) power *= 2;
+  return power;
+}
+
 // The registered entry for (mixer, shape without max_len) with the smallest max_len that fits
 // `length`.
 inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wanted, int length) {
@@ -87,7 +112,10 @@ EvalResult eval_entry(const EvalRequest& request) {
   if (!request.write_batch.empty()) {
     const nlohmann::json batch = {{"batch", request.batch}, {"length", setup.task->length()},
                                   {"inputs", inputs}, {"targets", targets}};
-    std::ofstream(request.write_batch) << batch.dump() << "\n";
+    std::ofstream out(request.write_batch);
+    out << batch.dump() << "\n";
+    out.close();
+    require(out.good(), request.write_batch.string(), "cannot write the batch (does the folder exist?)");
   }
   return r;
 }

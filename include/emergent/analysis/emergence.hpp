@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "emergent/core/error.hpp"
+#include "emergent/tasks/task.hpp"  // EmergenceThresholds, declared by each task
 
 namespace emergent {
 
@@ -56,12 +57,6 @@ inline std::optional<std::int64_t> first_step_below(std::span<const std::int64_t
   }
   return std::nullopt;
 }
-
-// Where one metric's thresholds lie (train/task_factory.hpp sets them per task).
-struct EmergenceThresholds {
-  std::string metric;  // the metrics.jsonl column they apply to, e.g. "x1_loss"
-  double emergence_below = 0, midpoint_below = 0, solved_below = 0;
-};
 
 struct EmergenceSummary {
   std::optional<std::int64_t> emergence_step, midpoint_step, solved_step;

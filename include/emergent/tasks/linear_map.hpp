@@ -16,8 +16,10 @@
 // (data_seed, t, b), never of batch size, thread count or backend.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <string>
@@ -26,6 +28,9 @@
 
 #include "emergent/core/error.hpp"
 #include "emergent/core/philox.hpp"
+#include "emergent/core/shape.hpp"
+#include "emergent/experiment/parameters.hpp"
+#include "task.hpp"
 
 namespace emergent {
 
@@ -38,6 +43,25 @@ class LinearMap {
             "ones per row s must be in [1, S=" + std::to_string(state_size) + "], got " +
                 std::to_string(ones_per_row));
     draw_matrix(task_seed);
+  }
+
+  // The declaration (tasks/task.hpp). Emergence is read off the x1 loss (chance ln 2):
+  // emergence < ln 2 - 0.03 (the first rows of A are being learned), midpoint < ln 2 / 2 (about
+  // half the rows), solved < 0.05.
+  static constexpr const char* task_name = "linear-map";
+  static std::vector<Parameter> parameters() {
+    return {integer("S", 16, at_least(1), "state size S: x0 and x1 have S bits each"),
+            integer("s", 3, at_least(1), "ones per row of A, 1 <= s <= S"),
+            integer("task_seed", 0, between(0, 4e18),
+                    "draws A; fixed across seeds, so that seeds differ only in init and data")};
+  }
+  static Shape default_shape() { return {.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 0}; }
+  static TaskSetup setup(const ParameterValues& v) {
+    const double ln2 = std::log(2.0);
+    return {std::make_unique<TaskAdapter<LinearMap>>(
+                LinearMap(int(v.integer("S")), int(v.integer("s")), std::uint64_t(v.integer("task_seed")))),
+            "x1",
+            {"x1_loss", ln2 - 0.03, ln2 / 2, 0.05}};
   }
 
   int vocab() const { return 2; }

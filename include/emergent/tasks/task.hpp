@@ -5,6 +5,12 @@
 // (data_seed, step, sample), a ground-truth attention target [length, length] (query x key), and
 // loss weights. `TaskAdapter<T>` wraps any class with the methods below (LinearMap,
 // CellularAutomaton) into this interface.
+//
+// A task also declares itself (tasks/registry.hpp lists the declared ones):
+//   static constexpr const char* task_name;          config "task"
+//   static std::vector<Parameter> parameters();      its settings (experiment/parameters.hpp)
+//   static Shape default_shape();                    the model it is trained with by default
+//   static TaskSetup setup(const ParameterValues&);  the task, its emergence metric and thresholds
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,13 @@
 #include <vector>
 
 namespace emergent {
+
+// Where one metric's thresholds lie: the metrics.jsonl column they apply to (e.g. "x1_loss") and
+// the values that mark leaving the plateau, halfway and (nearly) solved (analysis/emergence.hpp).
+struct EmergenceThresholds {
+  std::string metric;
+  double emergence_below = 0, midpoint_below = 0, solved_below = 0;
+};
 
 class SequenceTask {
  public:
@@ -49,6 +62,14 @@ class TaskAdapter final : public SequenceTask {
 
  private:
   Task task_;
+};
+
+// A task as a run uses it: the generator, the name of its learnable predictions (metric prefix
+// "x1", "next_state") and where emergence is read off.
+struct TaskSetup {
+  std::unique_ptr<SequenceTask> task;
+  std::string predictable_name;
+  EmergenceThresholds thresholds;
 };
 
 }  // namespace emergent

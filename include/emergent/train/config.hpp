@@ -1,41 +1,41 @@
-// Everything needed to rerun a training run, written to <run>/config.json.
+// Everything needed to rerun a training run, written to <run>/config.json: the task and its
+// declared parameters (tasks/registry.hpp), the model (mixer and shape) and the training
+// settings, each declared once (experiment/parameters.hpp). config.json is one flat object whose
+// keys are the declared names, the same names the CLI takes as flags and sweeps take as axes:
+//   {"task": "linear-map", "S": 16, "s": 3, "task_seed": 0, "mixer": "dot_attention",
+//    "vocab": 2, "d_model": 128, ..., "seed": 0, "steps": 10000, "lr": 0.001, ...}
 //
-// Reading a config is strict: an unknown key, a missing key or a value of the wrong type is an
-// Error that names the file and the field, because a silently ignored typo in a sweep costs a
-// day of compute.
+// Reading a config is strict: an unknown key, a missing key (in config.json), a value of the
+// wrong type, out of range or not finite is an Error that names the file, the field, the value
+// and what is allowed, because a silently ignored typo in a sweep costs a day of compute.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
+#include "../experiment/mixer_catalog.hpp"
+#include "../experiment/parameters.hpp"
+#include "../tasks/registry.hpp"
 
 namespace emergent {
 
 struct TrainConfig {
-  // Task: "linear-map" (S, s) or "cellular-automaton" (S, states, colours, window, depth, rules)
   std::string task = "linear-map";
-  int state_size = 16;        // S
-  int ones_per_row = 3;       // s (linear map)
-  int states = 16;            // T recorded states per sequence (cellular automaton)
-  int colours = 4;            // C (cellular automaton; the linear map is binary)
-  int window = 3;             // W (cellular automaton)
-  int depth = 1;              // k: rule applications between recorded states (cellular automaton)
-  int rules = 256;            // N: pool of lookup tables, one drawn per sequence (cellular automaton)
-  std::uint64_t task_seed = 0;  // draws A or the rule pool; fixed across seeds so that seeds differ
-                                // only in init and data
-  // Model (must name a registered shape)
+  nlohmann::json task_params = nlohmann::json::object();  // the task's declared parameters; absent: default
+  // Model
   std::string mixer = "dot_attention";
   Shape shape{};
   // Optimisation
-  std::uint64_t seed = 0;     // init and data stream
+  std::uint64_t seed = 0;  // init and data stream
   std::int64_t steps = 10000;
-  int batch_tokens = 4096;    // tokens per step: batch = batch_tokens / (2S) sequences
+  int batch_tokens = 4096;  // tokens per step: batch = batch_tokens / tokens per sequence
   double lr = 1e-3;
   std::int64_t warmup_steps = 100;
   std::string schedule = "constant";
@@ -45,134 +45,225 @@ struct TrainConfig {
   double beta2 = 0.999;
   double max_grad_norm = 1.0;
   // Intervention
-  double bias = 0;            // c: add c * (true pattern) to the attention logits
+  double bias = 0;  // c: add c * (true pattern) to the attention logits
   // Bookkeeping
   std::int64_t log_every = 10;
-  std::int64_t analysis_every = 100;    // attention entropy / IoU rows
+  std::int64_t analysis_every = 100;
   std::int64_t checkpoint_every = 1000;
-  double stop_below = 0;  // > 0: stop once the smoothed emergence metric (x1 loss for the
-                          // linear map, loss for the automaton) is below this
-  int threads = 0;            // 0: OpenMP's default
-
-  bool is_cellular_automaton() const { return task == "cellular-automaton"; }
-  int sequence_tokens() const { return is_cellular_automaton() ? state_size * states : 2 * state_size; }
-  int batch() const { return std::max(1, batch_tokens / sequence_tokens()); }
+  double stop_below = 0;
+  int threads = 0;
 };
 
-inline nlohmann::json to_json(const TrainConfig& c) {
-  return {
-      {"task", c.task}, {"S", c.state_size}, {"s", c.ones_per_row}, {"states", c.states},
-      {"colours", c.colours}, {"window", c.window}, {"depth", c.depth}, {"rules", c.rules},
-      {"task_seed", c.task_seed},
-      {"mixer", c.mixer},
-      {"shape", {{"vocab", c.shape.vocab}, {"d_model", c.shape.d_model}, {"heads", c.shape.heads},
-                 {"layers", c.shape.layers}, {"d_ff", c.shape.d_ff}, {"max_len", c.shape.max_len}}},
-      {"seed", c.seed}, {"steps", c.steps}, {"batch_tokens", c.batch_tokens}, {"lr", c.lr},
-      {"warmup_steps", c.warmup_steps}, {"schedule", c.schedule}, {"min_lr_ratio", c.min_lr_ratio},
-      {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
-      {"max_grad_norm", c.max_grad_norm}, {"bias", c.bias}, {"log_every", c.log_every},
-      {"analysis_every", c.analysis_every}, {"checkpoint_every", c.checkpoint_every},
-      {"stop_below", c.stop_below}, {"threads", c.threads},
-  };
-}
+// A declared training setting bound to its member; the default is the member's initialiser.
+struct TrainingField {
+  Parameter parameter;
+  std::variant<int TrainConfig::*, std::int64_t TrainConfig::*, std::uint64_t TrainConfig::*, double TrainConfig::*,
+               std::string TrainConfig::*>
+      member;
+};
 
 namespace config_detail {
 template <class T>
-void read_field(const nlohmann::json& j, const std::string& where, const char* key, T& out) {
-  require(j.contains(key), where, "missing field '" + std::string(key) + "'");
+TrainingField field(T TrainConfig::*member, Parameter p) {
+  const TrainConfig defaults;
+  p.default_value = defaults.*member;
+  return {std::move(p), member};
+}
+inline constexpr double kMaxSeed = 4e18;
+}  // namespace config_detail
+
+inline const std::vector<TrainingField>& training_fields() {
+  using config_detail::field;
+  static const std::vector<TrainingField> fields = {
+      field(&TrainConfig::seed, integer("seed", 0, between(0, config_detail::kMaxSeed), "seed of init and data")),
+      field(&TrainConfig::steps, integer("steps", 0, at_least(1), "training steps (the budget)")),
+      field(&TrainConfig::batch_tokens,
+            integer("batch_tokens", 0, at_least(1), "tokens per step (sequences per step = tokens / sequence tokens)")),
+      field(&TrainConfig::lr, real("lr", 0, above(0), "peak learning rate")),
+      field(&TrainConfig::warmup_steps, integer("warmup_steps", 0, at_least(0), "linear warmup steps")),
+      field(&TrainConfig::schedule, text("schedule", "", {"constant", "cosine"}, "after warmup")),
+      field(&TrainConfig::min_lr_ratio, real("min_lr_ratio", 0, between(0, 1), "cosine floor as a share of lr")),
+      field(&TrainConfig::weight_decay,
+            real("weight_decay", 0, at_least(0), "AdamW decoupled weight decay (matrices only)")),
+      field(&TrainConfig::beta1, real("beta1", 0, from_below(0, 1), "AdamW first-moment decay")),
+      field(&TrainConfig::beta2, real("beta2", 0, from_below(0, 1), "AdamW second-moment decay")),
+      field(&TrainConfig::max_grad_norm, real("max_grad_norm", 0, at_least(0), "global gradient-norm clip (0: off)")),
+      field(&TrainConfig::bias,
+            real("bias", 0, Range{}, "attention-bias strength c added to the logits times the true pattern (0: off)")),
+      field(&TrainConfig::log_every, integer("log_every", 0, at_least(1), "steps between metrics rows")),
+      field(&TrainConfig::analysis_every,
+            integer("analysis_every", 0, at_least(1), "steps between attention entropy/IoU rows")),
+      field(&TrainConfig::checkpoint_every, integer("checkpoint_every", 0, at_least(1), "steps between checkpoints")),
+      field(&TrainConfig::stop_below,
+            real("stop_below", 0, at_least(0),
+                 "stop once the smoothed emergence metric (linear map: x1 loss; automaton: loss) is below this (0: never)")),
+      field(&TrainConfig::threads, integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
+  };
+  return fields;
+}
+
+// The model: the mixer and the shape's fields. Their defaults are the task's (its
+// default_shape); vocab 0 means the task's vocabulary, max_len 0 the smallest that fits (the
+// program that dispatches to compiled shapes resolves it before a run starts).
+inline const std::vector<Parameter>& model_parameters() {
+  static const std::vector<Parameter> parameters = {
+      text("mixer", "dot_attention", mixer_names(), "token mixer"),
+      integer("vocab", 0, at_least(0), "token vocabulary (0: the task's)"),
+      integer("d_model", 128, at_least(1), "residual width D"),
+      integer("heads", 8, at_least(1), "attention heads H (d_head = d_model / heads)"),
+      integer("layers", 1, at_least(1), "blocks (default: the task's; the automaton's is 4)"),
+      integer("d_ff", 512, at_least(1), "MLP hidden width"),
+      integer("max_len", 0, at_least(0), "positions of the model (0: the smallest compiled that fits)"),
+  };
+  return parameters;
+}
+
+inline constexpr int Shape::*kShapeFields[] = {&Shape::vocab, &Shape::d_model, &Shape::heads,
+                                               &Shape::layers, &Shape::d_ff, &Shape::max_len};
+inline constexpr const char* kShapeFieldNames[] = {"vocab", "d_model", "heads", "layers", "d_ff", "max_len"};
+
+// The task of a config, with its metric and thresholds. Errors of the task's own cross-field
+// checks (s <= S, W odd, ...) name `where`.
+inline TaskSetup make_task(const TrainConfig& c, const std::string& where = "config") {
+  const TaskDeclaration& declaration = find_task(c.task, where);
+  const ParameterValues values(declaration.parameters, c.task_params, where);
   try {
-    out = j.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": field '" + key + "' has the wrong type (" + e.what() + ")");
+    return declaration.setup(values);
+  } catch (const Error& e) {
+    throw Error(where + ": task " + c.task + ": " + e.what());
   }
 }
-inline void reject_unknown(const nlohmann::json& j, const std::string& where, const std::set<std::string>& known) {
-  for (const auto& [key, value] : j.items())
-    require(known.count(key) == 1, where, "unknown field '" + key + "'");
+
+// Tokens per sequence and sequences per step.
+inline int sequence_tokens(const TrainConfig& c) { return make_task(c).task->length() + 1; }
+inline int sequences_per_step(const TrainConfig& c) { return std::max(1, c.batch_tokens / sequence_tokens(c)); }
+
+inline nlohmann::json to_json(const TrainConfig& c) {
+  const TaskDeclaration& declaration = find_task(c.task, "config");
+  nlohmann::json j = ParameterValues(declaration.parameters, c.task_params, "config").json();
+  j["task"] = c.task;
+  j["mixer"] = c.mixer;
+  for (std::size_t i = 0; i < std::size(kShapeFields); ++i) j[kShapeFieldNames[i]] = c.shape.*kShapeFields[i];
+  for (const TrainingField& f : training_fields())
+    std::visit([&](auto member) { j[f.parameter.name] = c.*member; }, f.member);
+  return j;
+}
+
+namespace config_detail {
+// "field 'colours' is a parameter of task cellular-automaton, not of linear-map" beats "unknown".
+inline std::string unknown_field_message(const std::string& key, const std::string& task) {
+  for (const TaskDeclaration& t : task_registry())
+    if (t.name != task && find_parameter(t.parameters, key))
+      return "field '" + key + "' is a parameter of task " + t.name + ", not of " + task;
+  return "unknown field '" + key + "'";
 }
 }  // namespace config_detail
 
-inline TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& where) {
-  using config_detail::read_field;
-  require(j.is_object(), where, "expected a JSON object");
+// Every name a config of `task` declares, in order: task, its parameters, model, training.
+inline std::vector<Parameter> declared_parameters(const std::string& task) {
+  std::vector<Parameter> all = {text("task", "linear-map", {}, "task")};
+  for (const Parameter& p : find_task(task, "config").parameters) all.push_back(p);
+  for (const Parameter& p : model_parameters()) all.push_back(p);
+  for (const TrainingField& f : training_fields()) all.push_back(f.parameter);
+  return all;
+}
+
+// A config from a flat object of declared names: what is absent takes its default (unless
+// `complete`, as for config.json, where every field must be there), every value is checked, and
+// so are the settings that depend on each other. The mixer and the task come first, since they
+// decide which other names exist.
+inline TrainConfig resolve_config(const nlohmann::json& given, const std::string& where, bool complete = false) {
+  require(given.is_object(), where, "expected a JSON object of settings");
   TrainConfig c;
-  const nlohmann::json reference = to_json(c);
-  std::set<std::string> known;
-  for (const auto& [key, value] : reference.items()) known.insert(key);
-  config_detail::reject_unknown(j, where, known);
-  read_field(j, where, "task", c.task);
-  read_field(j, where, "S", c.state_size);
-  read_field(j, where, "s", c.ones_per_row);
-  read_field(j, where, "states", c.states);
-  read_field(j, where, "colours", c.colours);
-  read_field(j, where, "window", c.window);
-  read_field(j, where, "depth", c.depth);
-  read_field(j, where, "rules", c.rules);
-  read_field(j, where, "task_seed", c.task_seed);
-  read_field(j, where, "mixer", c.mixer);
-  require(j.contains("shape") && j["shape"].is_object(), where, "missing object 'shape'");
-  const std::string shape_where = where + ": shape";
-  config_detail::reject_unknown(j["shape"], shape_where, {"vocab", "d_model", "heads", "layers", "d_ff", "max_len"});
-  read_field(j["shape"], shape_where, "vocab", c.shape.vocab);
-  read_field(j["shape"], shape_where, "d_model", c.shape.d_model);
-  read_field(j["shape"], shape_where, "heads", c.shape.heads);
-  read_field(j["shape"], shape_where, "layers", c.shape.layers);
-  read_field(j["shape"], shape_where, "d_ff", c.shape.d_ff);
-  read_field(j["shape"], shape_where, "max_len", c.shape.max_len);
-  read_field(j, where, "seed", c.seed);
-  read_field(j, where, "steps", c.steps);
-  read_field(j, where, "batch_tokens", c.batch_tokens);
-  read_field(j, where, "lr", c.lr);
-  read_field(j, where, "warmup_steps", c.warmup_steps);
-  read_field(j, where, "schedule", c.schedule);
-  read_field(j, where, "min_lr_ratio", c.min_lr_ratio);
-  read_field(j, where, "weight_decay", c.weight_decay);
-  read_field(j, where, "beta1", c.beta1);
-  read_field(j, where, "beta2", c.beta2);
-  read_field(j, where, "max_grad_norm", c.max_grad_norm);
-  read_field(j, where, "bias", c.bias);
-  read_field(j, where, "log_every", c.log_every);
-  read_field(j, where, "analysis_every", c.analysis_every);
-  read_field(j, where, "checkpoint_every", c.checkpoint_every);
-  read_field(j, where, "stop_below", c.stop_below);
-  read_field(j, where, "threads", c.threads);
+  if (given.contains("task")) {
+    require(given["task"].is_string(), where, "field 'task' must be a string, one of " + task_names());
+    c.task = given["task"].get<std::string>();
+  }
+  const TaskDeclaration& declaration = find_task(c.task, where);
+  const std::vector<Parameter> declared = declared_parameters(c.task);
+  for (const auto& [key, value] : given.items())
+    require(find_parameter(declared, key) != nullptr, where,
+            config_detail::unknown_field_message(key, c.task) + " (" + c.task + " takes: " +
+                parameter_names(declared) + ")");
+  if (complete)
+    for (const Parameter& p : declared) require(given.contains(p.name), where, "missing field '" + p.name + "'");
+
+  c.task_params = ParameterValues(declaration.parameters, given, where).json();
+  const TaskSetup setup = make_task(c, where);
+  const ParameterValues model(model_parameters(), given, where);
+  c.mixer = model.text("mixer");
+  for (std::size_t i = 0; i < std::size(kShapeFields); ++i)
+    c.shape.*kShapeFields[i] = given.contains(kShapeFieldNames[i]) ? int(model.integer(kShapeFieldNames[i]))
+                                                                  : declaration.default_shape.*kShapeFields[i];
+  if (c.shape.vocab == 0) c.shape.vocab = setup.task->vocab();
+  const ParameterValues training(
+      [] {
+        std::vector<Parameter> p;
+        for (const TrainingField& f : training_fields()) p.push_back(f.parameter);
+        return p;
+      }(),
+      given, where);
+  for (const TrainingField& f : training_fields()) {
+    const nlohmann::json& v = training.json().at(f.parameter.name);
+    std::visit([&](auto member) { c.*member = v.get<std::remove_reference_t<decltype(c.*member)>>(); }, f.member);
+  }
+
+  // Settings that depend on each other.
+  const int tokens = setup.task->length() + 1;
+  require(c.shape.vocab >= setup.task->vocab(), where,
+          "field 'vocab' = " + std::to_string(c.shape.vocab) + " is not allowed: task " + c.task + " needs >= " +
+              std::to_string(setup.task->vocab()));
+  require(c.shape.d_model % c.shape.heads == 0 && c.shape.heads <= c.shape.d_model, where,
+          "field 'heads' = " + std::to_string(c.shape.heads) + " is not allowed: it must divide d_model = " +
+              std::to_string(c.shape.d_model));
+  require(c.shape.max_len == 0 || c.shape.max_len >= tokens - 1, where,
+          "field 'max_len' = " + std::to_string(c.shape.max_len) + " is not allowed: sequences of " +
+              std::to_string(tokens) + " tokens need max_len >= " + std::to_string(tokens - 1));
+  require(c.batch_tokens >= tokens, where,
+          "field 'batch_tokens' = " + std::to_string(c.batch_tokens) + " is not allowed: it must hold one sequence (" +
+              std::to_string(tokens) + " tokens)");
+  require(c.bias == 0 || find_mixer(c.mixer, where).takes_attention_bias, where,
+          "field 'bias' = " + parameter_detail::number_text(c.bias) + " is not allowed for mixer " + c.mixer +
+              ": it has no attention logits to bias (only 0; mixers that take it: dot_attention)");
   return c;
 }
 
-inline TrainConfig read_train_config(const std::filesystem::path& path) {
+inline TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& where) {
+  return resolve_config(j, where, /*complete=*/true);
+}
+
+inline nlohmann::json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   require(in.good(), path.string(), "cannot open");
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw Error(path.string() + ": not valid JSON (" + e.what() + ")");
   }
-  return train_config_from_json(j, path.string());
 }
 
-// Checks the values that the trainer relies on; names the field at fault.
+inline TrainConfig read_train_config(const std::filesystem::path& path) {
+  return train_config_from_json(read_json_file(path), path.string());
+}
+
+// Checks every value the trainer relies on; names the field at fault. max_len must be resolved.
 inline void validate(const TrainConfig& c) {
-  const std::string where = "config";
-  require(c.task == "linear-map" || c.is_cellular_automaton(), where,
-          "task '" + c.task + "' is not known (expected linear-map or cellular-automaton)");
-  require(c.state_size >= 1, where, "S must be >= 1");
-  if (!c.is_cellular_automaton())
-    require(c.ones_per_row >= 1 && c.ones_per_row <= c.state_size, where, "s must be in [1, S]");
-  if (c.is_cellular_automaton())
-    require(c.colours <= c.shape.vocab, where,
-            "colours = " + std::to_string(c.colours) + " needs a model vocab >= colours, got " + std::to_string(c.shape.vocab));
-  require(c.steps >= 0, where, "steps must be >= 0");
-  require(c.batch_tokens >= c.sequence_tokens(), where,
-          "batch_tokens must hold at least one sequence (" + std::to_string(c.sequence_tokens()) + " tokens)");
-  require(c.lr > 0, where, "lr must be > 0");
-  require(c.warmup_steps >= 0, where, "warmup_steps must be >= 0");
-  require(c.schedule == "constant" || c.schedule == "cosine", where, "schedule must be constant or cosine");
-  require(c.log_every >= 1 && c.analysis_every >= 1 && c.checkpoint_every >= 1, where,
-          "log_every, analysis_every and checkpoint_every must be >= 1");
-  require(c.sequence_tokens() - 1 <= c.shape.max_len, where,
-          "sequences of " + std::to_string(c.sequence_tokens()) + " tokens need max_len >= " +
-              std::to_string(c.sequence_tokens() - 1) + ", the shape has " + std::to_string(c.shape.max_len));
+  const TrainConfig resolved = resolve_config(to_json(c), "config", true);
+  require(resolved.shape.max_len >= 1, "config", "field 'max_len' must be resolved (>= 1) before training");
+}
+
+// "lr: 0.001 (config.json) vs 0.5 (given)" for every field that differs.
+inline std::vector<std::string> config_differences(const nlohmann::json& a, const nlohmann::json& b,
+                                                   const std::string& a_name, const std::string& b_name) {
+  std::vector<std::string> differences;
+  nlohmann::json keys = a;
+  keys.update(b);
+  for (const auto& [key, unused] : keys.items()) {
+    const std::string va = a.contains(key) ? a[key].dump() : "(absent)";
+    const std::string vb = b.contains(key) ? b[key].dump() : "(absent)";
+    if (va != vb) differences.push_back(key + ": " + va + " (" + a_name + ") vs " + vb + " (" + b_name + ")");
+  }
+  return differences;
 }
 
 }  // namespace emergent

@@ -37,9 +37,18 @@
 #include "../optim/schedule.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
-#include "task_factory.hpp"
+#include "run_lock.hpp"
 
 namespace emergent {
+
+// Emergence is read off the trailing mean of `kSmoothingRows` logged rows of the task's metric
+// (analysis/emergence.hpp), with thresholds each task declares (tasks/task.hpp) so that they
+// mean the same thing for every task:
+//   emergence_step: the metric leaves the plateau (chance level): the abrupt drop begins. The
+//                   steps before it are the paper's plateau length.
+//   midpoint_step:  halfway from chance to zero;  solved_step: close to the floor.
+// A threshold never reached leaves the run censored.
+inline constexpr int kSmoothingRows = 5;
 
 struct EvalResult {
   double loss = 0;
@@ -97,10 +106,13 @@ class Trainer {
   Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
       : config_(std::move(config)), run_dir_(std::move(run_dir)), show_progress_(show_progress),
         setup_(make_task(config_)),
+        batch_(std::max(1, config_.batch_tokens / (setup_.task->length() + 1))),
         params_(Net::parameter_count), grads_(Net::parameter_count),
         optimizer_(adamw_config(config_), decay_ranges(), Net::parameter_count) {
     validate(config_);
     require(config_.shape == Net::shape, "config", "shape does not match the compiled model");
+    require(config_.mixer == Net::Mixer::name, "config",
+            "mixer '" + config_.mixer + "' does not match the compiled model's (" + std::string(Net::Mixer::name) + ")");
   }
 
   // Trains to config.steps (or the early stop), resuming from the run folder if it holds a
@@ -108,11 +120,12 @@ class Trainer {
   RunSummary run() {
     if (config_.threads > 0) set_thread_count(config_.threads);
     std::filesystem::create_directories(run_dir_);
+    const RunLock lock(run_dir_);
     const std::string config_text = to_json(config_).dump(2);
     std::int64_t start_step = prepare_run_folder(config_text);
 
     const SequenceTask& task = *setup_.task;
-    const int B = config_.batch(), T = task.length();
+    const int B = batch_, T = task.length();
     const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
     const std::vector<float> target = task.attention_target();
     const std::string& name = setup_.predictable_name;
@@ -127,7 +140,9 @@ class Trainer {
     const auto started = std::chrono::steady_clock::now();
     auto last_progress = started;
     std::int64_t step = start_step;
-    for (; step < config_.steps; ++step) {
+    // A run that stopped early resumes from the checkpoint of its stop: it is finished.
+    const bool stopped_early = config_.stop_below > 0 && !history_metric_.empty() && smoothed_metric() < config_.stop_below;
+    for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
       const double loss =
           parallel_step.run(params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)});
@@ -200,8 +215,12 @@ class Trainer {
       // These may change on resume, except steps under a cosine schedule, whose shape they set.
       for (const char* key : {"steps", "stop_below", "threads"})
         if (!(std::string(key) == "steps" && config_.schedule == "cosine")) a.erase(key), b.erase(key);
-      require(a == b, config_path.string(),
-              "this run folder holds a run with another configuration; choose a new --out or delete it");
+      const std::vector<std::string> differences = config_differences(a, b, "config.json", "given");
+      std::string listed;
+      for (const std::string& d : differences) listed += "; " + d;
+      require(differences.empty(), config_path.string(),
+              "this run folder holds a run with another configuration" + listed +
+                  ". Choose a new --out or delete the folder");
     }
     write_text_atomically(config_path, config_text + "\n");
     if (!checkpoint) {
@@ -265,7 +284,7 @@ class Trainer {
     std::fprintf(stderr, "\r%s  step %lld/%lld  loss %.4f  %s %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
                  run_dir_.filename().string().c_str(), (long long)step, (long long)config_.steps, loss,
                  setup_.thresholds.metric.c_str(), history_metric_.empty() ? 0.0 : history_metric_.back(), rate,
-                 rate * config_.batch() * config_.sequence_tokens(), eta);
+                 rate * batch_ * (setup_.task->length() + 1), eta);
   }
 
   RunSummary finish(std::int64_t steps_done, double wall) {
@@ -281,7 +300,7 @@ class Trainer {
       s.final_metric = e.final_value;
       s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
     }
-    s.eval = evaluate<Net>(params_, *setup_.task, config_.seed, std::max(1, config_.batch()), float(config_.bias));
+    s.eval = evaluate<Net>(params_, *setup_.task, config_.seed, batch_, float(config_.bias));
     const std::string& name = setup_.predictable_name;
     char definitions[512];
     std::snprintf(definitions, sizeof definitions,
@@ -310,6 +329,7 @@ class Trainer {
   std::filesystem::path run_dir_;
   bool show_progress_;
   TaskSetup setup_;
+  int batch_;  // sequences per step
   std::vector<float> params_, grads_;
   AdamW<float> optimizer_;
   std::vector<std::int64_t> history_steps_;

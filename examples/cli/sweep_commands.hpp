@@ -1,0 +1,349 @@
+// `emergent sweep`: a grid of runs from a sweep file (experiment/sweep_file.hpp) into a folder.
+//   emergent sweep FILE --out DIR [--jobs N] [--shard I/N] [--quiet]
+//   emergent sweep status DIR                 done, running and left, with an ETA
+//   emergent sweep collect DIR                every shard's rows, once each, into DIR/results.jsonl
+//   emergent sweep summarize DIR --by S,s [--json F]    seed-ensemble statistics per group
+//
+// DIR/sweep.json               the resolved runs in sweep order: id, label, config
+// DIR/runs/<id>/               one run folder each (train/trainer.hpp), trained by a child
+//                              `emergent train --config DIR/runs/<id>/config.json` process
+// DIR/rows/shard-I-of-N.jsonl  a result row per finished run, appended as it finishes
+//
+// Nothing is lost or done twice: a run is done when some rows file holds its id; a restart
+// skips those and resumes the others from their checkpoints (bit-identical, runs being
+// deterministic for a given thread count, which is part of their config: 1 unless the file sets
+// `threads`). A child dies with its sweep (PR_SET_PDEATHSIG), so `kill -9` of the sweep leaves
+// no orphan training, and the run-folder lock refuses a second trainer of the same run.
+#pragma once
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <emergent/experiment/result_rows.hpp>
+#include <emergent/experiment/run_id.hpp>
+#include <emergent/experiment/shard.hpp>
+#include <emergent/experiment/sweep_file.hpp>
+#include <emergent/experiment/sweep_summary.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/run_lock.hpp>
+
+#include "train_commands.hpp"
+
+namespace emergent::cli {
+
+struct PlannedRun {
+  std::string id, label;
+  nlohmann::json config;  // resolved, as config.json holds it
+};
+
+// The runs of a sweep file, resolved and checked, in sweep order.
+inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
+  const std::vector<SweepRun> runs = expand_sweep(read_sweep_file(file), file.string());
+  // The label shows the settings that differ between runs.
+  std::map<std::string, std::set<std::string>> seen;
+  for (const SweepRun& r : runs)
+    for (const auto& [key, value] : r.settings.items()) seen[key].insert(value.dump());
+  std::vector<PlannedRun> planned;
+  std::set<std::string> ids;
+  for (const SweepRun& r : runs) {
+    nlohmann::json settings = r.settings;
+    if (!settings.contains("threads")) settings["threads"] = 1;
+    std::string label;
+    for (const auto& [key, value] : r.settings.items())
+      if (seen[key].size() > 1 || runs.size() == 1) label += (label.empty() ? "" : " ") + key + "=" + value.dump();
+    TrainConfig c = resolve_config(settings, r.origin + ", run {" + label + "}");
+    resolve_max_len(c);
+    const nlohmann::json config = to_json(c);
+    const std::string id = run_id(config);
+    require(ids.insert(id).second, r.origin, "run {" + label + "} appears twice in the sweep");
+    planned.push_back({id, label, config});
+  }
+  return planned;
+}
+
+inline void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.close();
+    require(out.good(), tmp.string(), "write failed");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// Every complete row of every shard, once per id, in the order of `runs` (rows of ids not in
+// the sweep last). Two different rows for one id are an error.
+inline std::vector<nlohmann::json> collected_rows(const std::filesystem::path& dir,
+                                                  const std::vector<nlohmann::json>& runs) {
+  std::map<std::string, nlohmann::json> by_id;
+  std::map<std::string, std::string> source;
+  if (std::filesystem::exists(dir / "rows"))
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "rows")) {
+      if (entry.path().extension() != ".jsonl") continue;
+      for (nlohmann::json& row : read_rows(entry.path())) {
+        const std::string id = row.at("id").get<std::string>();
+        if (by_id.count(id))
+          require(by_id[id] == row, entry.path().string(),
+                  "run " + id + " has a different row in " + source[id] + " (runs are deterministic: investigate)");
+        source[id] = entry.path().string();
+        by_id[id] = std::move(row);
+      }
+    }
+  std::vector<nlohmann::json> rows;
+  for (const nlohmann::json& run : runs) {
+    const auto it = by_id.find(run.at("id").get<std::string>());
+    if (it != by_id.end()) rows.push_back(it->second), by_id.erase(it);
+  }
+  for (auto& [id, row] : by_id) rows.push_back(row);
+  return rows;
+}
+
+inline nlohmann::json read_sweep_plan(const std::filesystem::path& dir) {
+  require(std::filesystem::exists(dir / "sweep.json"), dir.string(),
+          "is not a sweep folder (no sweep.json); start it with `emergent sweep FILE --out DIR`");
+  return read_json_file(dir / "sweep.json");
+}
+
+inline std::string duration_text(double seconds) {
+  char text[32];
+  if (seconds < 120) std::snprintf(text, sizeof text, "%.0fs", seconds);
+  else if (seconds < 7200) std::snprintf(text, sizeof text, "%.0fm%02.0fs", std::floor(seconds / 60), std::fmod(seconds, 60));
+  else std::snprintf(text, sizeof text, "%.1fh", seconds / 3600);
+  return text;
+}
+
+inline int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class SweepCommands {
+ public:
+  explicit SweepCommands(CLI::App& app) {
+    sweep_ = app.add_subcommand("sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
+    sweep_->add_option("file", file_, "sweep file (.toml or .json)");
+    sweep_->add_option("--out", out_, "sweep folder");
+    sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run)");
+    sweep_->add_option("--shard", shard_, "I/N: run only this share (default: the Slurm array task's, else 0/1)");
+    sweep_->add_flag("--quiet", quiet_, "no progress line");
+    status_ = sweep_->add_subcommand("status", "done, running and left runs of a sweep folder, with an ETA");
+    collect_ = sweep_->add_subcommand("collect", "merge every shard's rows into DIR/results.jsonl");
+    summarize_ = sweep_->add_subcommand("summarize", "seed-ensemble statistics of the finished runs, per group");
+    for (CLI::App* command : {status_, collect_, summarize_})
+      command->add_option("dir", dir_, "sweep folder")->required();
+    summarize_->add_option("--by", by_, "config fields to group by, e.g. S,s")->delimiter(',');
+    summarize_->add_option("--json", json_, "also write the groups as JSON to this file");
+  }
+
+  bool selected() const { return sweep_->parsed(); }
+
+  int run() const {
+    if (status_->parsed()) return status();
+    if (collect_->parsed()) return collect();
+    if (summarize_->parsed()) return summarize();
+    require(!file_.empty() && !out_.empty(), "emergent sweep", "needs a sweep FILE and --out DIR");
+    return run_sweep();
+  }
+
+ private:
+  int run_sweep() const {
+    const std::filesystem::path dir = out_;
+    const std::vector<PlannedRun> runs = plan_sweep(file_);
+    const Shard shard = shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
+    std::filesystem::create_directories(dir / "rows");
+    std::filesystem::create_directories(dir / "runs");
+    nlohmann::json plan = {{"sweep_file", std::filesystem::absolute(file_).string()}, {"runs", nlohmann::json::array()}};
+    for (const PlannedRun& r : runs) plan["runs"].push_back({{"id", r.id}, {"label", r.label}, {"config", r.config}});
+    write_text_atomically(dir / "sweep.json", plan.dump(1) + "\n");
+
+    std::set<std::string> done;
+    for (const nlohmann::json& row : collected_rows(dir, plan["runs"])) done.insert(row.at("id").get<std::string>());
+    std::vector<const PlannedRun*> todo;
+    std::size_t mine = 0;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (shard.owns(i)) {
+        ++mine;
+        if (!done.count(runs[i].id)) todo.push_back(&runs[i]);
+      }
+    int threads = 1;
+    for (const PlannedRun& r : runs) threads = std::max(threads, r.config.at("threads").get<int>());
+    const int jobs = jobs_ > 0 ? jobs_ : std::max(1, available_cores() / threads);
+    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %d at a time\n", file_.c_str(),
+                 runs.size(), mine, shard.name().c_str(), todo.size(), jobs);
+
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    require(n > 0, "/proc/self/exe", "cannot find this program to start runs");
+    const std::filesystem::path rows_file = dir / "rows" / (shard.name() + ".jsonl");
+    std::atomic<std::size_t> next{0}, finished{0}, failed{0}, running{0};
+    std::mutex mutex;
+    double finished_seconds = 0;
+    std::vector<std::string> failures;
+    const auto started = std::chrono::steady_clock::now();
+    const auto worker = [&] {
+      for (std::size_t i; (i = next++) < todo.size();) {
+        const PlannedRun& r = *todo[i];
+        ++running;
+        const auto run_started = std::chrono::steady_clock::now();
+        std::string error;
+        try {
+          const nlohmann::json row = run_one(self, dir, r);
+          std::lock_guard lock(mutex);
+          append_row(rows_file, row);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        --running;
+        std::lock_guard lock(mutex);
+        if (error.empty()) {
+          ++finished;
+          finished_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - run_started).count();
+        } else {
+          ++failed;
+          failures.push_back(error);
+          std::fprintf(stderr, "\nsweep: %s\n", error.c_str());
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int j = 0; j < std::min<int>(jobs, static_cast<int>(todo.size())); ++j) pool.emplace_back(worker);
+    while (finished + failed < todo.size()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (quiet_) continue;
+      std::lock_guard lock(mutex);
+      const std::size_t complete = finished.load();
+      const double per_run = complete ? finished_seconds / double(complete) : 0;
+      const std::size_t left = todo.size() - complete - failed;
+      std::fprintf(stderr, "\rsweep: %zu/%zu done, %zu running, %zu left, %zu failed, %s elapsed, ETA %s   ",
+                   mine - todo.size() + complete, mine, running.load(), left - running, failed.load(),
+                   duration_text(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()).c_str(),
+                   complete ? duration_text(per_run * double(left) / double(std::min<std::size_t>(jobs, left) | 1)).c_str()
+                            : "?");
+    }
+    for (std::thread& t : pool) t.join();
+    if (!quiet_) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "sweep: %zu of %zu runs of %s done, %zu failed\n", mine - todo.size() + finished, mine,
+                 shard.name().c_str(), failed.load());
+    return failed > 0 ? 1 : 0;
+  }
+
+  // Trains one run in a child process and returns its result row.
+  static nlohmann::json run_one(const char* self, const std::filesystem::path& dir, const PlannedRun& r) {
+    const std::filesystem::path run_dir = dir / "runs" / r.id;
+    std::filesystem::create_directories(run_dir);
+    if (!std::filesystem::exists(run_dir / "config.json"))
+      write_text_atomically(run_dir / "config.json", r.config.dump(2) + "\n");
+    const std::string config = (run_dir / "config.json").string(), out = run_dir.string(),
+                      log = (run_dir / "train.log").string();
+    const char* argv[] = {self, "train", "--config", config.c_str(), "--out", out.c_str(), "--quiet", nullptr};
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    require(pid >= 0, r.id, "cannot start a training process");
+    if (pid == 0) {  // only async-signal-safe calls until exec
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
+      ::execv(self, const_cast<char* const*>(argv));
+      ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    require(WIFEXITED(status) && WEXITSTATUS(status) == 0, "run " + r.id + " {" + r.label + "}",
+            (WIFEXITED(status) ? "failed with exit status " + std::to_string(WEXITSTATUS(status))
+                               : "was killed by signal " + std::to_string(WTERMSIG(status))) +
+                "; its log: " + log);
+    nlohmann::json result = read_json_file(run_dir / "summary.json");
+    result.erase("wall_s");  // rows hold what the run computed, which is deterministic
+    return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
+  }
+
+  int status() const {
+    const std::filesystem::path dir = dir_;
+    const nlohmann::json plan = read_sweep_plan(dir);
+    std::set<std::string> done;
+    for (const nlohmann::json& row : collected_rows(dir, plan["runs"])) done.insert(row.at("id").get<std::string>());
+    std::size_t finished = 0, started = 0, left = 0;
+    double seconds = 0;
+    int timed = 0;
+    std::vector<std::string> running;
+    for (const nlohmann::json& run : plan["runs"]) {
+      const std::string id = run["id"];
+      const std::filesystem::path run_dir = dir / "runs" / id;
+      if (done.count(id)) {
+        ++finished;
+        if (std::filesystem::exists(run_dir / "summary.json")) {
+          seconds += read_json_file(run_dir / "summary.json").value("wall_s", 0.0);
+          ++timed;
+        }
+      } else if (RunLock::held(run_dir)) {
+        running.push_back(id + " {" + run["label"].get<std::string>() + "}");
+      } else {
+        ++left;
+        started += std::filesystem::exists(run_dir / "metrics.jsonl") ? 1 : 0;
+      }
+    }
+    const std::size_t total = plan["runs"].size();
+    std::printf("%s: %zu runs: %zu done, %zu running, %zu left (%zu of them started)\n", dir.c_str(), total, finished,
+                running.size(), left, started);
+    for (const std::string& r : running) std::printf("  running %s\n", r.c_str());
+    if (timed > 0 && finished < total) {
+      const double per_run = seconds / timed;
+      const double concurrency = std::max<double>(1, double(running.size()));
+      std::printf("ETA %s (%.1f s per finished run, %zu runs at a time)\n",
+                  duration_text(per_run * double(left + running.size()) / concurrency).c_str(), per_run,
+                  std::max<std::size_t>(1, running.size()));
+    }
+    return 0;
+  }
+
+  int collect() const {
+    const std::filesystem::path dir = dir_;
+    const nlohmann::json plan = read_sweep_plan(dir);
+    const std::vector<nlohmann::json> rows = collected_rows(dir, plan["runs"]);
+    std::string text;
+    for (const nlohmann::json& row : rows) text += row.dump() + "\n";
+    write_text_atomically(dir / "results.jsonl", text);
+    std::printf("%s: %zu rows of %zu runs\n", (dir / "results.jsonl").c_str(), rows.size(), plan["runs"].size());
+    return 0;
+  }
+
+  int summarize() const {
+    const std::filesystem::path dir = dir_;
+    const nlohmann::json plan = read_sweep_plan(dir);
+    const std::vector<nlohmann::json> rows = collected_rows(dir, plan["runs"]);
+    require(!rows.empty(), dir.string(), "has no finished runs yet");
+    const nlohmann::json groups = summarize_rows(rows, by_, dir.string());
+    std::printf("%zu finished runs of %zu\n%s", rows.size(), plan["runs"].size(), summary_table(groups).c_str());
+    if (!json_.empty()) write_text_atomically(json_, groups.dump(2) + "\n");
+    return 0;
+  }
+
+  CLI::App *sweep_ = nullptr, *status_ = nullptr, *collect_ = nullptr, *summarize_ = nullptr;
+  std::string file_, out_, shard_, dir_, json_;
+  std::vector<std::string> by_;
+  int jobs_ = 0;
+  bool quiet_ = false;
+};
+
+}  // namespace emergent::cli

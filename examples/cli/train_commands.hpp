@@ -1,0 +1,150 @@
+// `emergent train` and `emergent eval`: one run from flags (or a config.json), one checkpoint's
+// held-out losses. The flags are the declared parameters (train/config.hpp), one per name:
+//   emergent train --task linear-map --S 16 --s 3 --steps 10000 --lr 1e-3 --out runs/NAME
+//   emergent train --config runs/OTHER/config.json --seed 4 --out runs/NAME
+//   emergent eval --checkpoint runs/NAME/step_010000.safetensors [--batch 256] [--write-batch F]
+// A (mixer, shape) that is not in the prebuilt registry is compiled on demand into a cached
+// program (cli/shape_compiler.hpp), which then runs the same command line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include <emergent/io/safetensors.hpp>
+#include <emergent/train/config.hpp>
+
+#include "../registry/registry.hpp"
+#include "shape_compiler.hpp"
+
+namespace emergent::cli {
+
+// Every declared name, once: the parameters of every task (a name two tasks share must mean the
+// same type), the model's and the training settings.
+inline std::vector<Parameter> all_declared_parameters() {
+  std::vector<Parameter> all = {text("task", "linear-map", {}, "task: " + task_names())};
+  for (const TaskDeclaration& t : task_registry())
+    for (const Parameter& p : t.parameters)
+      if (!find_parameter(all, p.name)) {
+        Parameter shown = p;
+        shown.help = t.name + ": " + p.help;
+        all.push_back(shown);
+      }
+  for (const Parameter& p : model_parameters()) all.push_back(p);
+  for (const TrainingField& f : training_fields()) all.push_back(f.parameter);
+  return all;
+}
+
+// The max_len of a config with max_len 0, as the registry resolves it.
+inline void resolve_max_len(TrainConfig& c) {
+  if (c.shape.max_len == 0) c.shape.max_len = automatic_max_len(c.mixer, c.shape, sequence_tokens(c) - 1);
+}
+
+inline std::string optional_step(const std::optional<std::int64_t>& v) {
+  return v ? std::to_string(*v) : std::string("censored");
+}
+
+inline std::string attention_iou_text(const AttentionAnalysis& a) {
+  return a.available ? std::to_string(a.iou).substr(0, 5) : std::string("n/a (no attention)");
+}
+
+class TrainCommands {
+ public:
+  // `compiler_info`: the build's shape_compiler.json (empty: this program cannot compile shapes,
+  // as in a program that was itself compiled on demand).
+  TrainCommands(CLI::App& app, std::string compiler_info) : compiler_info_(std::move(compiler_info)) {
+    train_ = app.add_subcommand("train", "train one run into a run folder (resumes if it has checkpoints)");
+    train_->add_option("--config", config_file_, "start from this config.json (flags override its fields)");
+    for (const Parameter& p : all_declared_parameters()) {
+      std::string help = p.help + " (" + allowed_values(p) + ")";
+      train_->add_option(p.flag(), written_[p.name], help);
+      parameters_.push_back(p);
+    }
+    train_->add_option("--out", out_, "run folder")->required();
+    train_->add_flag("--quiet", quiet_, "no progress line");
+
+    eval_ = app.add_subcommand("eval", "losses of a checkpoint on a deterministic held-out batch");
+    eval_->add_option("--checkpoint", checkpoint_, "step_NNNNNN.safetensors of a run")->required();
+    eval_->add_option("--batch", eval_batch_, "sequences")->capture_default_str();
+    eval_->add_option("--write-batch", write_batch_, "write the batch (inputs, targets) as JSON to this file");
+  }
+
+  bool selected() const { return train_->parsed() || eval_->parsed(); }
+
+  // argv is what the program was started with: a shape compiled on demand reruns it.
+  void run(int argc, char** argv) const {
+    if (train_->parsed()) {
+      TrainConfig c = resolve_config(given(), "command line");
+      resolve_max_len(c);
+      const ShapeEntry* entry = find_compiled(c.mixer, c.shape);
+      if (!entry) run_compiled_shape(c.mixer, c.shape, argc, argv);
+      print_summary(entry->train(c, out_, !quiet_));
+    } else {
+      const SafetensorsFile file(checkpoint_);
+      const auto it = file.metadata().find("config");
+      require(it != file.metadata().end(), checkpoint_, "metadata field 'config' is missing");
+      EvalRequest request;
+      request.checkpoint = checkpoint_;
+      try {
+        request.config = train_config_from_json(nlohmann::json::parse(it->second), checkpoint_ + ": config");
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(checkpoint_ + ": metadata field 'config' is not valid JSON");
+      }
+      request.batch = eval_batch_;
+      request.write_batch = write_batch_;
+      const ShapeEntry* entry = find_compiled(request.config.mixer, request.config.shape);
+      if (!entry) run_compiled_shape(request.config.mixer, request.config.shape, argc, argv);
+      const EvalResult r = entry->eval(request);
+      std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %s\n", r.loss, r.predictable_loss,
+                  r.predictable_accuracy, attention_iou_text(r.attention).c_str());
+      for (std::size_t l = 0; l < r.attention.entropy.size(); ++l) {
+        std::printf("layer %zu head entropy:", l);
+        for (double e : r.attention.entropy[l]) std::printf(" %.3f", e);
+        std::printf("\n");
+      }
+    }
+  }
+
+ private:
+  // The flat settings given: --config's fields, then each flag given.
+  nlohmann::json given() const {
+    nlohmann::json j = config_file_.empty() ? nlohmann::json::object() : read_json_file(config_file_);
+    require(j.is_object(), config_file_, "expected a JSON object of settings");
+    for (const Parameter& p : parameters_) {
+      const std::string& value = written_.at(p.name);
+      if (train_->get_option(p.flag())->count() > 0) j[p.name] = parse_value(p, value, p.flag());
+    }
+    return j;
+  }
+
+  // Not in this program's registry: compile it (or take it from the cache) and run the same
+  // command there. Does not return.
+  [[noreturn]] void run_compiled_shape(const std::string& mixer, const Shape& shape, int argc, char** argv) const {
+    require(!compiler_info_.empty(), describe(mixer, shape),
+            "is not compiled into this program, which cannot compile shapes itself");
+    const std::filesystem::path program = compiled_shape_program(compiler_info_, mixer, shape);
+    exec_program(program, argc, argv);
+  }
+
+  static void print_summary(const RunSummary& s) {
+    std::printf("steps %lld  loss %.4f  emergence metric %.4f  emergence_step %s  midpoint_step %s  solved_step %s\n",
+                (long long)s.steps_done, s.final_loss, s.final_metric, optional_step(s.emergence_step).c_str(),
+                optional_step(s.midpoint_step).c_str(), optional_step(s.solved_step).c_str());
+    std::printf("held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %s\n", s.eval.loss,
+                s.eval.predictable_loss, s.eval.predictable_accuracy, attention_iou_text(s.eval.attention).c_str());
+  }
+
+  std::string compiler_info_;
+  CLI::App* train_ = nullptr;
+  CLI::App* eval_ = nullptr;
+  std::vector<Parameter> parameters_;
+  std::map<std::string, std::string> written_;
+  std::string config_file_, out_, checkpoint_, write_batch_;
+  bool quiet_ = false;
+  int eval_batch_ = 256;
+};
+
+}  // namespace emergent::cli

@@ -1,0 +1,178 @@
+// A sweep file: a grid of runs as data, in TOML (toml++) or JSON, over any declared parameter
+// (train/config.hpp: the task's, the model's and the training settings, mixer and shape
+// included).
+//
+//   [base]                     # every run; any declared name
+//   task = "linear-map"
+//   steps = 2000
+//   stop_below = 0.01
+//
+//   [[grid]]                   # a block: the cartesian product of its axes
+//   S = [8, 16]                # an array is an axis, a single value is fixed for the block
+//   s = [1, 3]
+//   seeds = 3                  # shorthand: seed = 0, 1, 2 (or a list: seeds = [0, 5])
+//
+//   [[grid]]                   # the sweep is the union of its blocks, in file order
+//   S = 32
+//   zip = { d_model = [128, 128], heads = [32, 1] }   # lists varied together, not crossed
+//
+// JSON has the same structure ({"base": {...}, "grid": [{...}, ...]}). Within a block the axes
+// are crossed in the order of their names (alphabetical: TOML tables keep no order), the first
+// name outermost, then the zipped lists. A file without blocks is the one run of its base.
+// Expansion checks only the file's structure; each run's settings are then checked by
+// resolve_config, which names the file, the block and the run.
+#pragma once
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <toml++/toml.h>
+#include <vector>
+
+#include "../core/error.hpp"
+
+namespace emergent {
+
+namespace sweep_detail {
+
+inline nlohmann::json from_toml(const toml::node& node, const std::string& where) {
+  if (const auto* table = node.as_table()) {
+    nlohmann::json object = nlohmann::json::object();
+    for (const auto& [key, value] : *table) object[std::string(key.str())] = from_toml(value, where);
+    return object;
+  }
+  if (const auto* array = node.as_array()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& value : *array) list.push_back(from_toml(value, where));
+    return list;
+  }
+  if (const auto* v = node.as_integer()) return v->get();
+  if (const auto* v = node.as_floating_point()) {
+    // JSON has no inf or nan: keep them as text so that the field's check names them.
+    const double d = v->get();
+    return std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(d > 0 ? "inf" : (d < 0 ? "-inf" : "nan"));
+  }
+  if (const auto* v = node.as_string()) return v->get();
+  if (const auto* v = node.as_boolean()) return v->get();
+  throw Error(where + ": dates and times are not settings");
+}
+
+}  // namespace sweep_detail
+
+// The file as JSON, whichever of the two it is written in (by its extension: .toml or .json).
+inline nlohmann::json read_sweep_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  require(in.good(), path.string(), "cannot open the sweep file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (path.extension() == ".json") {
+    try {
+      return nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path.string() + ": not valid JSON (" + e.what() + ")");
+    }
+  }
+  require(path.extension() == ".toml", path.string(), "a sweep file is .toml or .json");
+  try {
+    return sweep_detail::from_toml(toml::parse(text.str(), path.string()), path.string());
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    throw Error(path.string() + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
+                ": not valid TOML (" + std::string(e.description()) + ")");
+  }
+}
+
+// One run of a sweep before its settings are resolved: the flat settings given, and where they
+// come from (for messages).
+struct SweepRun {
+  nlohmann::json settings;
+  std::string origin;  // "sweeps/x.toml: grid block 2"
+};
+
+// The runs of a sweep, in order (see the top of this file).
+inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std::string& where) {
+  require(sweep.is_object(), where, "a sweep is a table with 'base' and 'grid'");
+  for (const auto& [key, value] : sweep.items())
+    require(key == "base" || key == "grid" || key == "description", where,
+            "unknown top-level key '" + key + "' (allowed: base, grid, description)");
+  const nlohmann::json base = sweep.value("base", nlohmann::json::object());
+  require(base.is_object(), where, "'base' must be a table of settings");
+  nlohmann::json blocks = sweep.value("grid", nlohmann::json::array({nlohmann::json::object()}));
+  if (blocks.is_object()) blocks = nlohmann::json::array({blocks});
+  require(blocks.is_array() && !blocks.empty(), where, "'grid' must be a list of blocks ([[grid]] in TOML)");
+
+  std::vector<SweepRun> runs;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const std::string origin = where + ": grid block " + std::to_string(b + 1);
+    const nlohmann::json& block = blocks[b];
+    require(block.is_object(), origin, "a block must be a table");
+    // Axes: (names, rows of values); a plain axis has one name, a zip several.
+    struct Axis {
+      std::vector<std::string> names;
+      std::vector<std::vector<nlohmann::json>> rows;
+    };
+    std::vector<Axis> axes;
+    nlohmann::json fixed = nlohmann::json::object();
+    for (const auto& [key, value] : block.items()) {
+      if (key == "zip") {
+        require(value.is_object() && !value.empty(), origin, "'zip' must be a table of lists of equal length");
+        Axis axis;
+        std::size_t length = 0;
+        for (const auto& [name, list] : value.items()) {
+          require(list.is_array() && !list.empty(), origin, "zip field '" + name + "' must be a non-empty list");
+          require(axis.names.empty() || list.size() == length, origin,
+                  "zip field '" + name + "' has " + std::to_string(list.size()) + " values, the others " +
+                      std::to_string(length));
+          length = list.size();
+          axis.names.push_back(name);
+        }
+        for (std::size_t i = 0; i < length; ++i) {
+          std::vector<nlohmann::json> row;
+          for (const std::string& name : axis.names) row.push_back(value[name][i]);
+          axis.rows.push_back(row);
+        }
+        axes.push_back(axis);
+        continue;
+      }
+      nlohmann::json values = value;
+      std::string name = key;
+      if (key == "seeds") {  // seeds = N: seed 0 .. N-1
+        name = "seed";
+        if (value.is_number_integer()) {
+          require(value.get<std::int64_t>() >= 1, origin, "'seeds' = N must be >= 1");
+          values = nlohmann::json::array();
+          for (std::int64_t s = 0; s < value.get<std::int64_t>(); ++s) values.push_back(s);
+        }
+      }
+      if (!values.is_array()) {
+        fixed[name] = values;
+        continue;
+      }
+      require(!values.empty(), origin, "axis '" + key + "' is an empty list");
+      Axis axis{{name}, {}};
+      for (const auto& v : values) axis.rows.push_back({v});
+      axes.push_back(axis);
+    }
+    std::size_t count = 1;
+    for (const Axis& a : axes) count *= a.rows.size();
+    require(count <= 1000000, origin, "expands to more than a million runs");
+    for (std::size_t index = 0; index < count; ++index) {
+      nlohmann::json settings = base;
+      settings.update(fixed);
+      std::size_t rest = index;
+      for (std::size_t a = axes.size(); a-- > 0;) {  // the last axis varies fastest
+        const Axis& axis = axes[a];
+        const std::vector<nlohmann::json>& row = axis.rows[rest % axis.rows.size()];
+        rest /= axis.rows.size();
+        for (std::size_t n = 0; n < axis.names.size(); ++n) settings[axis.names[n]] = row[n];
+      }
+      runs.push_back({settings, origin});
+    }
+  }
+  return runs;
+}
+
+}  // namespace emergent

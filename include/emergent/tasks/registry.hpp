@@ -1,0 +1,49 @@
+// The tasks a run can name (config "task"), each from its own declaration (tasks/task.hpp). To
+// add a task: its header, its tests, and one line below.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "../experiment/parameters.hpp"
+#include "cellular_automaton.hpp"
+#include "linear_map.hpp"
+#include "task.hpp"
+
+namespace emergent {
+
+struct TaskDeclaration {
+  std::string name;
+  std::vector<Parameter> parameters;
+  Shape default_shape;  // vocab 0: the task's vocabulary; max_len 0: chosen to fit
+  TaskSetup (*setup)(const ParameterValues&);
+};
+
+template <class Task>
+TaskDeclaration declare_task() {
+  return {Task::task_name, Task::parameters(), Task::default_shape(), &Task::setup};
+}
+
+inline const std::vector<TaskDeclaration>& task_registry() {
+  static const std::vector<TaskDeclaration> tasks = {
+      declare_task<LinearMap>(),
+      declare_task<CellularAutomaton>(),
+  };
+  return tasks;
+}
+
+inline std::string task_names() {
+  std::string names;
+  for (const TaskDeclaration& t : task_registry()) names += (names.empty() ? "" : ", ") + t.name;
+  return names;
+}
+
+inline const TaskDeclaration& find_task(const std::string& name, const std::string& where) {
+  for (const TaskDeclaration& t : task_registry())
+    if (t.name == name) return t;
+  throw Error(where + ": field 'task' = '" + name + "' is not allowed: expected one of " + task_names());
+}
+
+}  // namespace emergent
