@@ -1,8 +1,9 @@
 # Thin wrapper over CMake. `make test` and `make run` install missing Debian packages first.
-#   make run | test | build | bench | bench-compare | bench-neox | figures | sanitize | format | clean | deps
+#   make run | test | build | bench | bench-compare | bench-neox | figures | sanitize | fuzz | format | clean | deps
 # Variables: JOBS (parallel compile jobs, default 2), CMAKE_ARGS (extra -D options),
 #            RUN_ARGS (passed to scripts/make_run.sh),
-#            COMPARE_ARGS (passed to benchmarks/compare_pytorch.py, e.g. --quick).
+#            COMPARE_ARGS (passed to benchmarks/compare_pytorch.py, e.g. --quick),
+#            FUZZ_SECONDS (per fuzz target, default 30).
 
 BUILD_DIR    ?= build
 SANITIZE_DIR ?= build-sanitize
@@ -21,7 +22,7 @@ FORMAT_DIRS  := include tests examples benchmarks
 # Quieter recursive output (also for the make that cmake --build runs).
 MAKEFLAGS    += --no-print-directory
 
-.PHONY: all deps configure build test run bench bench-compare bench-neox figures sanitize format clean
+.PHONY: all deps configure build test run bench bench-compare bench-neox figures sanitize fuzz format clean
 
 all: build
 
@@ -80,10 +81,15 @@ sanitize: deps
 	$(CMAKE) --build $(SANITIZE_DIR) -j$(JOBS) --target emergent_tests emergent_native_tests
 	$(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -R '^emergent_(native_)?tests$$'
 
+# Every libFuzzer target of tests/fuzz/ (clang, ASan + UBSan), FUZZ_SECONDS each from its seed corpus.
+fuzz:
+	bash scripts/install-deps.sh --fuzz
+	bash scripts/fuzz.sh
+
 format:
 	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \
 	  -o -name '*.cuh' -o -name '*.cu' \) 2>/dev/null); \
 	if [ -n "$$files" ]; then clang-format -i $$files; fi
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) build-fuzz

@@ -23,7 +23,7 @@
 
 #include <emergent/train/trainer.hpp>
 
-#include "registry/registry.hpp"
+#include "registry/run_entry.hpp"
 
 namespace {
 
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
           config.shape = entry.shape;
           std::fprintf(stderr, "== %s (%zu parameters, %d sequences of %d tokens per step)\n", name.c_str(),
                        entry.parameters, emergent::sequences_per_step(config), emergent::sequence_tokens(config));
-          const emergent::RunSummary summary = entry.train(config, std::filesystem::path(out) / name, true);
+          const emergent::RunSummary summary = emergent::cli::train_entry(entry, config, std::filesystem::path(out) / name, true);
           const nlohmann::json row = {{"run", name},
                                       {"task", e.task},
                                       {"S", 16},

@@ -6,6 +6,7 @@
 //   emergent shapes
 //   emergent pythia curve | emergence | patch ...              (pythia_commands.hpp)
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -18,6 +19,9 @@
 #endif
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which is reported, instead of
+  // killing the process in the middle of it.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"emergent: emergence of sparse attention patterns in tiny sequence models"};
   app.require_subcommand(1);
   const emergent::cli::TrainCommands train(app, EMERGENT_SHAPE_COMPILER_INFO);

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -71,7 +72,8 @@ class PythiaCommands {
     std::unique_ptr<BpeTokenizer> tokenizer;
   };
 
-  Setup prepare(const std::filesystem::path& default_tokenizer) const {
+  // `default_tokenizer` is looked up only when --tokenizer is not given (a suite need not hold one).
+  Setup prepare(const std::function<std::filesystem::path()>& default_tokenizer) const {
     Setup s;
     if (!prompt_text_.empty() || !target_text_.empty()) {
       require(!prompt_text_.empty() && !target_text_.empty(), "pythia", "--prompt and --target go together");
@@ -79,7 +81,7 @@ class PythiaCommands {
     } else {
       s.prompt = make_capability_prompt(kind_, prompt_seed_, length_);
     }
-    s.tokenizer = std::make_unique<BpeTokenizer>(tokenizer_.empty() ? default_tokenizer : std::filesystem::path(tokenizer_));
+    s.tokenizer = std::make_unique<BpeTokenizer>(tokenizer_.empty() ? default_tokenizer() : std::filesystem::path(tokenizer_));
     s.tokens = capability_tokens(*s.tokenizer, s.prompt);
     std::printf("prompt (%s, %zu tokens): \"%s\" -> \"%s\" (token %d)\n", s.prompt.kind.c_str(), s.tokens.prompt.size(),
                 s.prompt.text.c_str(), s.prompt.target.c_str(), s.tokens.target);
@@ -95,10 +97,16 @@ class PythiaCommands {
   static void print_header() {
     std::printf("%10s  %-12s  %10s  %-14s  %s\n", "step", "sha256", "p(target)", "greedy", "solved");
   }
+  // The greedy token's text, or its id where it has none: an embedding row past the tokenizer's
+  // vocabulary (Pythia has 50,304 rows for 50,277 ids) can win, most likely early in training.
+  static std::string token_text(std::int32_t id, const BpeTokenizer& tokenizer) {
+    if (id < 0 || id >= tokenizer.vocab_size()) return "id " + std::to_string(id) + " (no token)";
+    const std::int32_t ids[] = {id};
+    return "\"" + tokenizer.decode(ids) + "\"";
+  }
   static void print_row(const CheckpointEvaluation& e, const BpeTokenizer& tokenizer) {
-    const std::int32_t greedy[] = {e.greedy};
     std::printf("%10lld  %-12s  %10.4f  %-14s  %s\n", (long long)e.step, e.sha256.substr(0, 12).c_str(), e.p_target,
-                ("\"" + tokenizer.decode(greedy) + "\"").c_str(), e.solved ? "yes" : "no");
+                token_text(e.greedy, tokenizer).c_str(), e.solved ? "yes" : "no");
   }
 
   static nlohmann::json to_json(const CheckpointEvaluation& e) {
@@ -118,7 +126,7 @@ class PythiaCommands {
 
   void run_curve() const {
     const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
-    const Setup s = prepare(suite_tokenizer(suite_, suite));
+    const Setup s = prepare([&] { return suite_tokenizer(suite_, suite); });
     print_header();
     nlohmann::json rows = nlohmann::json::array();
     for (const SuiteCheckpoint& c : suite) {
@@ -131,7 +139,7 @@ class PythiaCommands {
 
   void run_emergence() const {
     const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
-    const Setup s = prepare(suite_tokenizer(suite_, suite));
+    const Setup s = prepare([&] { return suite_tokenizer(suite_, suite); });
     std::printf("%zu checkpoints, steps %lld .. %lld\n", suite.size(), (long long)suite.front().step,
                 (long long)suite.back().step);
     print_header();
@@ -158,7 +166,7 @@ class PythiaCommands {
 
   void run_patch() const {
     std::filesystem::path pre = pre_, post = post_;
-    std::filesystem::path default_tokenizer;
+    std::function<std::filesystem::path()> default_tokenizer;
     if (!suite_.empty()) {
       require(pre_step_ && post_step_, "pythia patch", "--suite needs --pre-step and --post-step");
       const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
@@ -169,11 +177,13 @@ class PythiaCommands {
       };
       pre = folder_of(*pre_step_);
       post = folder_of(*post_step_);
-      default_tokenizer = suite_tokenizer(suite_, suite);
+      default_tokenizer = [this, suite] { return suite_tokenizer(suite_, suite); };
     } else {
       require(!pre.empty() && !post.empty(), "pythia patch", "give --pre and --post folders, or --suite with steps");
-      default_tokenizer = std::filesystem::exists(pre / "tokenizer.json") ? pre / "tokenizer.json"
-                                                                          : pre.parent_path() / "tokenizer.json";
+      default_tokenizer = [pre] {
+        return std::filesystem::exists(pre / "tokenizer.json") ? pre / "tokenizer.json"
+                                                               : pre.parent_path() / "tokenizer.json";
+      };
     }
     const Setup s = prepare(default_tokenizer);
     const neox::LoadedCheckpoint a = neox::load_checkpoint(pre), b = neox::load_checkpoint(post);

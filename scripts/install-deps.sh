@@ -3,6 +3,7 @@
 # Idempotent: when everything is present it changes nothing and does not touch the network.
 #   bash scripts/install-deps.sh            build, test, examples, benchmarks, plots
 #   bash scripts/install-deps.sh --golden   also python3-torch, to regenerate tests/golden/
+#   bash scripts/install-deps.sh --fuzz     also clang and its libFuzzer runtime, for make fuzz
 set -euo pipefail
 
 packages=(
@@ -19,8 +20,9 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --golden) packages+=(python3-torch) ;;  # the external oracle of tests/golden/make_golden.py
-    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "install-deps: unknown argument '$arg' (known: --golden)" >&2; exit 2 ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer, ASan and UBSan runtimes
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument '$arg' (known: --golden, --fuzz)" >&2; exit 2 ;;
   esac
 done
 

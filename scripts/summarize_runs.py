@@ -4,7 +4,8 @@
 Columns: emergence / midpoint / solved are the steps at which the smoothed emergence metric
 (x1 loss for the linear map, loss for the automaton) fell below the task's thresholds
 (summary.json "definitions"); loss and metric are their smoothed final values; eval and acc are
-the held-out loss and accuracy of the learnable predictions; IoU is the best-head attention IoU.
+the held-out loss and accuracy of the learnable predictions; IoU is the best-head attention IoU
+and IoU>c the same above what the best of as many random heads gets (0: no better than chance).
 
     python3 scripts/summarize_runs.py runs/make_run/*_seed*
 
@@ -21,7 +22,7 @@ def step(value, steps_done):
 
 def main(folders):
     header = f"{'run':<22}{'task':>6}{'S':>4}{'s':>4}{'bias':>6}{'seed':>6}{'emergence':>11}{'midpoint':>10}" \
-             f"{'solved':>9}{'loss':>9}{'metric':>9}{'eval':>9}{'acc':>7}{'IoU':>6}{'wall_s':>8}"
+             f"{'solved':>9}{'loss':>9}{'metric':>9}{'eval':>9}{'acc':>7}{'IoU':>6}{'IoU>c':>7}{'wall_s':>8}"
     print(header)
     for folder in map(Path, folders):
         summary_path = folder / "summary.json"
@@ -37,7 +38,7 @@ def main(folders):
         print(f"{folder.name:<22}{task:>6}{c['S']:>4}{sparsity:>4}{c['bias']:>6g}{c['seed']:>6}"
               f"{step(s['emergence_step'], done):>11}{step(s['midpoint_step'], done):>10}{step(s['solved_step'], done):>9}"
               f"{s['final_loss']:>9.4f}{s['final_metric']:>9.4f}{s['eval'][prefix + '_loss']:>9.4f}"
-              f"{s['eval'][prefix + '_accuracy']:>7.3f}{s['eval']['attention_iou']:>6.2f}{s['wall_s']:>8.0f}")
+              f"{s['eval'][prefix + '_accuracy']:>7.3f}{s['eval']['attention_iou']:>6.2f}{s['eval']['attention_iou_above_chance']:>7.2f}{s['wall_s']:>8.0f}")
 
 
 if __name__ == "__main__":

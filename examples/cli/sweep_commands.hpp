@@ -40,6 +40,7 @@
 #include <emergent/experiment/shard.hpp>
 #include <emergent/experiment/sweep_file.hpp>
 #include <emergent/experiment/sweep_summary.hpp>
+#include <emergent/io/text_file.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/run_lock.hpp>
 
@@ -75,17 +76,6 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     planned.push_back({id, label, config});
   }
   return planned;
-}
-
-inline void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.close();
-    require(out.good(), tmp.string(), "write failed");
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 // Every complete row of every shard, once per id, in the order of `runs` (rows of ids not in

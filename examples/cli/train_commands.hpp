@@ -18,6 +18,7 @@
 #include <emergent/train/config.hpp>
 
 #include "../registry/registry.hpp"
+#include "../registry/run_entry.hpp"
 #include "shape_compiler.hpp"
 
 namespace emergent::cli {
@@ -48,7 +49,11 @@ inline std::string optional_step(const std::optional<std::int64_t>& v) {
 }
 
 inline std::string attention_iou_text(const AttentionAnalysis& a) {
-  return a.available ? std::to_string(a.iou).substr(0, 5) : std::string("n/a (no attention)");
+  if (!a.available) return "n/a (no attention)";
+  char text[96];
+  std::snprintf(text, sizeof text, "%.3f above chance (best head per row %.3f, chance %.3f)", a.iou_above_chance, a.iou,
+                a.iou_chance);
+  return text;
 }
 
 class TrainCommands {
@@ -81,7 +86,7 @@ class TrainCommands {
       resolve_max_len(c);
       const ShapeEntry* entry = find_compiled(c.mixer, c.shape);
       if (!entry) run_compiled_shape(c.mixer, c.shape, argc, argv);
-      print_summary(entry->train(c, out_, !quiet_));
+      print_summary(train_entry(*entry, c, out_, !quiet_));
     } else {
       const SafetensorsFile file(checkpoint_);
       const auto it = file.metadata().find("config");
@@ -97,7 +102,7 @@ class TrainCommands {
       request.write_batch = write_batch_;
       const ShapeEntry* entry = find_compiled(request.config.mixer, request.config.shape);
       if (!entry) run_compiled_shape(request.config.mixer, request.config.shape, argc, argv);
-      const EvalResult r = entry->eval(request);
+      const EvalResult r = eval_entry(*entry, request);
       std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %s\n", r.loss, r.predictable_loss,
                   r.predictable_accuracy, attention_iou_text(r.attention).c_str());
       for (std::size_t l = 0; l < r.attention.entropy.size(); ++l) {

@@ -1,26 +1,22 @@
 // The shapes the `emergent` CLI and examples/architectures can run. A model is a type
 // (Model<Mixer, Shape>), so a program that takes sizes at run time picks from a fixed set of
 // compiled instantiations. Each mixer's live in its own translation unit in this folder, so the
-// build parallelises and a change rebuilds little. To add a shape, add one RegisterShape line
-// with it to the mixer's file.
+// build parallelises and a change rebuilds little; a shape that is not here is compiled on demand
+// (examples/cli/shape_compiler.hpp). To prebuild a shape, add one RegisterShape line with it to
+// the mixer's file. This header stays light (the model, not the trainer): a generated translation
+// unit includes it. run_entry.hpp trains and evaluates an entry.
 #pragma once
 
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <emergent/core/shape.hpp>
-#include <emergent/train/trainer.hpp>
+#include <emergent/core/error.hpp>
+#include <emergent/train/compiled_model.hpp>
 
 namespace emergent::cli {
-
-struct EvalRequest {
-  std::filesystem::path checkpoint;
-  TrainConfig config;  // from the checkpoint's metadata
-  int batch = 256;
-  std::filesystem::path write_batch;  // empty: do not write
-};
 
 // The shapes of the paper's experiments, shared by the registry's translation units.
 // Linear map (S up to 32): 1 layer, D = 128, H = 8, MLP 512.
@@ -32,8 +28,7 @@ struct ShapeEntry {
   std::string mixer;
   Shape shape;
   std::size_t parameters = 0;  // trainable values (Model::trainable_parameters)
-  RunSummary (*train)(const TrainConfig&, const std::filesystem::path& out, bool progress);
-  EvalResult (*eval)(const EvalRequest&);
+  std::unique_ptr<TrainableModel> (*make)();  // the compiled model (run_entry.hpp trains it)
 };
 
 inline std::vector<ShapeEntry>& shape_registry() {
@@ -92,38 +87,10 @@ inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wante
   throw Error(message);
 }
 
-template <class Net>
-RunSummary train_entry(const TrainConfig& config, const std::filesystem::path& out, bool progress) {
-  TrainConfig c = config;
-  c.shape = Net::shape;
-  Trainer<Net> trainer(c, out, progress);
-  return trainer.run();
-}
-
-template <class Net>
-EvalResult eval_entry(const EvalRequest& request) {
-  const SafetensorsFile file(request.checkpoint);
-  std::vector<float> params(Net::parameter_count);
-  load_parameters<Net>(file, params);
-  const TrainConfig& c = request.config;
-  const TaskSetup setup = make_task(c);
-  std::vector<std::int32_t> inputs, targets;
-  EvalResult r = evaluate<Net>(params, *setup.task, c.seed, request.batch, float(c.bias), &inputs, &targets);
-  if (!request.write_batch.empty()) {
-    const nlohmann::json batch = {{"batch", request.batch}, {"length", setup.task->length()},
-                                  {"inputs", inputs}, {"targets", targets}};
-    std::ofstream out(request.write_batch);
-    out << batch.dump() << "\n";
-    out.close();
-    require(out.good(), request.write_batch.string(), "cannot write the batch (does the folder exist?)");
-  }
-  return r;
-}
-
 template <template <Shape, class> class Mixer, Shape S, template <Shape, class> class Channel = GeluMlp>
 ShapeEntry make_entry(const std::string& mixer) {
   using Net = Model<Mixer, S, float, Channel>;
-  return {mixer, S, Net::trainable_parameters, &train_entry<Net>, &eval_entry<Net>};
+  return {mixer, S, Net::trainable_parameters, [] { return std::unique_ptr<TrainableModel>(new CompiledModel<Net>()); }};
 }
 
 }  // namespace emergent::cli

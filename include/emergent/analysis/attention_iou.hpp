@@ -18,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <numeric>
 #include <span>
@@ -95,6 +96,30 @@ inline double best_head_row_iou(std::span<const double> pattern, int heads, int 
   double total = 0.0;
   for (double iou : rows.iou) total += iou;
   return total / static_cast<double>(rows.iou.size());
+}
+
+// Chance: the IoU that heads without any knowledge of the target get. A head whose top k keys
+// of n are a uniformly random k-subset meets the support (also k keys) in i keys with the
+// hypergeometric probability C(k, i) C(n-k, k-i) / C(n, k), and scores i / (2k - i).
+//   chance_row_iou(n, k, 1)   its expected IoU;
+//   chance_row_iou(n, k, M)   the expected best of M such heads, which is what the best-head
+//                             IoU of a model with M heads (all layers) gets by chance: with k = 3
+//                             of n = 4 keys (the automaton at S = 4) it is 1 - 0.75^M, already
+//                             0.9999 for 32 heads, so a best-head IoU of 1 there means nothing.
+inline double chance_row_iou(int keys, int support, int heads) {
+  require(keys >= 1 && support >= 1 && support <= keys && heads >= 1, "chance_row_iou",
+          "need 1 <= support <= keys and heads >= 1");
+  const int n = keys, k = support;
+  const auto log_choose = [](int a, int b) { return std::lgamma(a + 1.0) - std::lgamma(b + 1.0) - std::lgamma(a - b + 1.0); };
+  // P(I = i) for i = max(0, 2k - n) .. k; IoU increases with i, so P(best <= i) = F(i)^M.
+  double expected = 0.0, below = 0.0;
+  for (int i = std::max(0, 2 * k - n); i <= k; ++i) {
+    const double p = std::exp(log_choose(k, i) + log_choose(n - k, k - i) - log_choose(n, k));
+    const double at_most = std::min(1.0, below + p);
+    expected += double(i) / double(2 * k - i) * (std::pow(at_most, heads) - std::pow(below, heads));
+    below = at_most;
+  }
+  return expected;
 }
 
 }  // namespace emergent

@@ -1,12 +1,19 @@
-// Per-head attention entropy and best-head IoU with a task's target, from the attention the
-// model kept in its workspaces during the last forward pass.
+// Per-head attention entropy and IoU with a task's target, from the attention the model kept in
+// its workspaces during the last forward pass, each beside what chance gets.
 //
 // The pattern is averaged over the batch first (as the paper's Fig. 3 maps are), per layer and
 // head. Then for each of the task's analysis queries, restricted to the keys where its target
 // lies (x0 for the linear map; the previous state for the cellular automaton) and renormalised:
 //   entropy[layer][head] = mean over queries of -sum_j a_j ln a_j   (nats)
-//   iou = mean over target rows of max over every head of every layer of the IoU of that head's
-//         top-|support| keys with the support (analysis/attention_iou.hpp)
+//   head_iou[layer][head] = mean over target rows of that head's IoU: its top-|support| keys
+//         against the support (analysis/attention_iou.hpp)
+//   head_iou_chance = the same for a head attending to random keys
+//   iou = mean over target rows of the best head's IoU (any head of any layer: different rows
+//         are learned by different heads)
+//   iou_chance = the mean over rows of the expected best of L*H random heads
+//   iou_above_chance = (iou - iou_chance) / (1 - iou_chance): 0 for a model that knows nothing
+//         (more or less: an untrained model's heads are not exactly random), 1 for every row
+//         found; 0 where chance already scores 1 (every head finds every row: nothing to learn)
 #pragma once
 
 #include <span>
@@ -23,7 +30,11 @@ namespace emergent {
 struct AttentionAnalysis {
   bool available = false;                    // false for mixers that keep no attention
   std::vector<std::vector<double>> entropy;  // [layer][head], nats
-  double iou = 0;                            // best head per target row, mean over rows
+  std::vector<std::vector<double>> head_iou;  // [layer][head]: mean over target rows
+  double head_iou_chance = 0;                 // one head attending to random keys
+  double iou = 0;                             // best head per target row, mean over rows
+  double iou_chance = 0;                      // the best of L*H random heads, mean over rows
+  double iou_above_chance = 0;                // (iou - iou_chance) / (1 - iou_chance)
 };
 
 // `slices`: the workspaces that together hold the batch (one per data-parallel slice). Mixers
@@ -62,7 +73,9 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
       out.entropy.push_back(std::move(entropy));
       patterns.push_back(std::move(pattern));
     }
-    double iou_sum = 0;
+    const int M = Net::L * H;
+    out.head_iou.assign(Net::L, std::vector<double>(H, 0.0));
+    double iou_sum = 0, chance_sum = 0, head_chance_sum = 0;
     int rows = 0;
     for (int q : queries) {
       const auto [begin, end] = task.analysis_key_range(q);
@@ -72,12 +85,25 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
       if (support.empty()) continue;
       double best = 0;
       for (int l = 0; l < Net::L; ++l)
-        for (int h = 0; h < H; ++h)
-          best = std::max(best, head_row_iou(patterns[l], T, h, q, support, begin, end));
+        for (int h = 0; h < H; ++h) {
+          const double iou = head_row_iou(patterns[l], T, h, q, support, begin, end);
+          out.head_iou[l][h] += iou;
+          best = std::max(best, iou);
+        }
       iou_sum += best;
+      const int keys = end - begin, k = static_cast<int>(support.size());
+      chance_sum += chance_row_iou(keys, k, M);
+      head_chance_sum += chance_row_iou(keys, k, 1);
       ++rows;
     }
-    out.iou = rows > 0 ? iou_sum / rows : 0.0;
+    if (rows > 0) {
+      for (auto& layer : out.head_iou)
+        for (double& v : layer) v /= rows;
+      out.iou = iou_sum / rows;
+      out.iou_chance = chance_sum / rows;
+      out.head_iou_chance = head_chance_sum / rows;
+      out.iou_above_chance = out.iou_chance < 1 - 1e-6 ? (out.iou - out.iou_chance) / (1 - out.iou_chance) : 0.0;
+    }
     return out;
   }
 }

@@ -31,7 +31,7 @@ class Arena {
     if (used_ > capacity_) {
       data_.reset(static_cast<Real*>(::operator new[](used_ * sizeof(Real), std::align_val_t{64})));
       capacity_ = used_;
-#ifndef NDEBUG
+#if !defined(NDEBUG) || defined(EMERGENT_NAN_FILL_SCRATCH)
       for (std::size_t i = 0; i < capacity_; ++i) data_[i] = std::numeric_limits<Real>::quiet_NaN();
 #endif
     }

@@ -61,12 +61,10 @@ struct CheckpointState {
   std::string config_json;
 };
 
-template <class Net>
-void save_checkpoint(const std::filesystem::path& path, std::span<const float> params,
-                     std::span<const float> first_moment, std::span<const float> second_moment,
-                     const CheckpointState& state) {
+inline void save_checkpoint(const std::filesystem::path& path, const std::vector<ParameterTensor>& list,
+                            std::span<const float> params, std::span<const float> first_moment,
+                            std::span<const float> second_moment, const CheckpointState& state) {
   std::vector<TensorToWrite> tensors;
-  const auto list = Net::tensors();
   for (const auto& t : list) tensors.push_back({t.name, t.shape, params.subspan(t.offset, t.size)});
   for (const auto& t : list)
     tensors.push_back({"optimizer.m." + t.name, t.shape, first_moment.subspan(t.offset, t.size)});
@@ -79,13 +77,22 @@ void save_checkpoint(const std::filesystem::path& path, std::span<const float> p
                      {"format", "emergent training checkpoint v1"}});
 }
 
+template <class Net>
+void save_checkpoint(const std::filesystem::path& path, std::span<const float> params,
+                     std::span<const float> first_moment, std::span<const float> second_moment,
+                     const CheckpointState& state) {
+  save_checkpoint(path, Net::tensors(), params, first_moment, second_moment, state);
+}
+
 // Loads the parameters of a checkpoint (or of any safetensors file with the model's names).
 // Every tensor must be present with the model's shape; the error names the file and tensor.
-template <class Net>
-void load_parameters(const SafetensorsFile& file, std::span<float> params, const std::string& prefix = "") {
-  require(params.size() == Net::parameter_count, file.path().string(), "parameter buffer has the wrong size");
+inline void load_parameters(const SafetensorsFile& file, const std::vector<ParameterTensor>& list,
+                            std::span<float> params, const std::string& prefix = "") {
+  std::size_t count = 0;
+  for (const auto& t : list) count = std::max(count, t.offset + t.size);
+  require(params.size() >= count, file.path().string(), "parameter buffer is too small");
   std::fill(params.begin(), params.end(), 0.0f);
-  for (const auto& t : Net::tensors()) {
+  for (const auto& t : list) {
     const std::string name = prefix + t.name;
     require(file.contains(name), file.path().string(),
             "tensor '" + name + "' is missing (is this a checkpoint of another shape or mixer?)");
@@ -94,12 +101,18 @@ void load_parameters(const SafetensorsFile& file, std::span<float> params, const
 }
 
 template <class Net>
-CheckpointState load_checkpoint(const std::filesystem::path& path, std::span<float> params,
-                                std::span<float> first_moment, std::span<float> second_moment) {
+void load_parameters(const SafetensorsFile& file, std::span<float> params, const std::string& prefix = "") {
+  require(params.size() == Net::parameter_count, file.path().string(), "parameter buffer has the wrong size");
+  load_parameters(file, Net::tensors(), params, prefix);
+}
+
+inline CheckpointState load_checkpoint(const std::filesystem::path& path, const std::vector<ParameterTensor>& list,
+                                       std::span<float> params, std::span<float> first_moment,
+                                       std::span<float> second_moment) {
   const SafetensorsFile file(path);
-  load_parameters<Net>(file, params);
-  load_parameters<Net>(file, first_moment, "optimizer.m.");
-  load_parameters<Net>(file, second_moment, "optimizer.v.");
+  load_parameters(file, list, params);
+  load_parameters(file, list, first_moment, "optimizer.m.");
+  load_parameters(file, list, second_moment, "optimizer.v.");
   const auto metadata = file.metadata();
   CheckpointState state;
   auto field = [&](const std::string& key) {
@@ -115,6 +128,12 @@ CheckpointState load_checkpoint(const std::filesystem::path& path, std::span<flo
   }
   state.config_json = field("config");
   return state;
+}
+
+template <class Net>
+CheckpointState load_checkpoint(const std::filesystem::path& path, std::span<float> params,
+                                std::span<float> first_moment, std::span<float> second_moment) {
+  return load_checkpoint(path, Net::tensors(), params, first_moment, second_moment);
 }
 
 }  // namespace emergent

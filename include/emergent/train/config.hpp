@@ -222,6 +222,11 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
   require(c.batch_tokens >= tokens, where,
           "field 'batch_tokens' = " + std::to_string(c.batch_tokens) + " is not allowed: it must hold one sequence (" +
               std::to_string(tokens) + " tokens)");
+  // A setting that does nothing for the mixer is refused, not recorded: heads for a mixer
+  // without heads (any value but the default, which only names the shape).
+  require(find_mixer(c.mixer, where).uses_heads || c.shape.heads == declaration.default_shape.heads, where,
+          "field 'heads' = " + std::to_string(c.shape.heads) + " is not allowed for mixer " + c.mixer +
+              ": it has no heads (only the default " + std::to_string(declaration.default_shape.heads) + ")");
   require(c.bias == 0 || find_mixer(c.mixer, where).takes_attention_bias, where,
           "field 'bias' = " + parameter_detail::number_text(c.bias) + " is not allowed for mixer " + c.mixer +
               ": it has no attention logits to bias (only 0; mixers that take it: dot_attention)");

@@ -5,7 +5,9 @@
 //                        paper plots), <p>_loss and <p>_accuracy on the learnable predictions
 //                        (p = x1 for the linear map, next_state for the automaton), lr,
 //                        grad_norm, wall_s; every `analysis_every` steps also
-//                        attention_entropy [layer][head] and attention_iou
+//                        attention_entropy [layer][head], attention_head_iou [layer][head] and
+//                        attention_iou (best head per row) with their chance values and
+//                        attention_iou_above_chance
 //                        (analysis/attention_summary.hpp)
 // <run>/step_NNNNNN.safetensors  checkpoints (train/checkpoint.hpp)
 // <run>/summary.json     final losses, emergence steps, IoU
@@ -16,6 +18,7 @@
 // after the checkpoint are dropped (they are recomputed), so nothing is logged twice.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,10 +35,12 @@
 #include "../core/error.hpp"
 #include "../core/parallel.hpp"
 #include "../io/json.hpp"
+#include "../io/text_file.hpp"
 #include "../model/data_parallel.hpp"
 #include "../optim/adamw.hpp"
 #include "../optim/schedule.hpp"
 #include "checkpoint.hpp"
+#include "compiled_model.hpp"
 #include "config.hpp"
 #include "run_lock.hpp"
 
@@ -50,12 +55,6 @@ namespace emergent {
 // A threshold never reached leaves the run censored.
 inline constexpr int kSmoothingRows = 5;
 
-struct EvalResult {
-  double loss = 0;
-  double predictable_loss = 0, predictable_accuracy = 0;  // x1 for the linear map
-  AttentionAnalysis attention;
-};
-
 struct RunSummary {
   std::int64_t steps_done = 0;
   double final_loss = 0, final_metric = 0;  // smoothed loss and emergence metric at the end
@@ -64,62 +63,42 @@ struct RunSummary {
   double wall_seconds = 0;
 };
 
-// Losses and attention of a checkpoint on a deterministic batch: the data stream of step
-// kEvalStep, which no training run reaches.
-inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
-
-template <class Net>
-EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed, int batch,
-                    float bias, std::vector<std::int32_t>* inputs_out = nullptr,
-                    std::vector<std::int32_t>* targets_out = nullptr) {
-  const int T = task.length();
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
-  task.sample(data_seed, kEvalStep, batch, inputs, targets);
-  const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
-  const std::vector<float> target = task.attention_target();
-  typename Net::Workspace ws;  // forward only: the ops spread over the threads themselves
-  EvalResult r;
-  r.loss = Net::forward(params, {batch, T, inputs, targets, full,
-                                 bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
-                        ws);
-  r.predictable_loss = Net::weighted_mean(ws, predictable);
-  r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
-  const typename Net::Workspace* slices[] = {&ws};
-  r.attention = analyse_attention<Net>(slices, task, target);
-  if (inputs_out) *inputs_out = inputs;
-  if (targets_out) *targets_out = targets;
-  return r;
-}
-
 // The attention fields of a metrics row or summary: none for a mixer without attention.
 inline nlohmann::json to_json(const AttentionAnalysis& a) {
   if (!a.available) return nlohmann::json::object();
-  return {{"attention_entropy", a.entropy}, {"attention_iou", a.iou}};
+  return {{"attention_entropy", a.entropy},          {"attention_head_iou", a.head_iou},
+          {"attention_head_iou_chance", a.head_iou_chance}, {"attention_iou", a.iou},
+          {"attention_iou_chance", a.iou_chance},       {"attention_iou_above_chance", a.iou_above_chance}};
 }
 
-template <class Net>
-class Trainer {
+// Trains one run of a compiled model (train/compiled_model.hpp). Trainer<Net> below is the
+// same for a model type known at compile time.
+class RunTrainer {
  public:
-  using Real = typename Net::Real;
-  static_assert(std::is_same_v<Real, float>, "training runs in fp32");
-
-  Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
+  RunTrainer(TrainConfig config, std::filesystem::path run_dir, std::unique_ptr<TrainableModel> model,
+             bool show_progress = true)
       : config_(std::move(config)), run_dir_(std::move(run_dir)), show_progress_(show_progress),
-        setup_(make_task(config_)),
+        model_(std::move(model)), setup_(make_task(config_)),
         batch_(std::max(1, config_.batch_tokens / (setup_.task->length() + 1))),
-        params_(Net::parameter_count), grads_(Net::parameter_count),
-        optimizer_(adamw_config(config_), decay_ranges(), Net::parameter_count) {
+        params_(model_->parameter_count()), grads_(model_->parameter_count()),
+        optimizer_(adamw_config(config_), decay_ranges(*model_), model_->parameter_count()) {
     validate(config_);
-    require(config_.shape == Net::shape, "config", "shape does not match the compiled model");
-    require(config_.mixer == Net::Mixer::name, "config",
-            "mixer '" + config_.mixer + "' does not match the compiled model's (" + std::string(Net::Mixer::name) + ")");
+    require(config_.shape == model_->shape(), "config", "shape does not match the compiled model");
+    require(config_.mixer == model_->mixer(), "config",
+            "mixer '" + config_.mixer + "' does not match the compiled model's (" + model_->mixer() + ")");
+    require(config_.bias == 0 || model_->takes_attention_bias(), "config",
+            "field 'bias' must be 0: mixer " + config_.mixer + " has no attention logits to bias");
   }
 
   // Trains to config.steps (or the early stop), resuming from the run folder if it holds a
   // checkpoint. Returns the summary that is also written to summary.json.
   RunSummary run() {
     if (config_.threads > 0) set_thread_count(config_.threads);
-    std::filesystem::create_directories(run_dir_);
+    std::error_code error;
+    std::filesystem::create_directories(run_dir_, error);
+    require(!error && std::filesystem::is_directory(run_dir_), run_dir_.string(),
+            "cannot be the run folder (" + (error ? error.message() : std::string("not a folder")) +
+                "); choose another --out");
     const RunLock lock(run_dir_);
     const std::string config_text = to_json(config_).dump(2);
     std::int64_t start_step = prepare_run_folder(config_text);
@@ -131,7 +110,6 @@ class Trainer {
     const std::string& name = setup_.predictable_name;
     const std::span<const float> bias_pattern = config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
-    DataParallelStep<Net> parallel_step(config_.threads);
     const LrSchedule schedule{config_.lr, config_.warmup_steps, parse_schedule_kind(config_.schedule),
                               config_.steps, config_.min_lr_ratio};
 
@@ -145,22 +123,25 @@ class Trainer {
     for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
       const double loss =
-          parallel_step.run(params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)});
+          model_->step(params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)}, config_.threads);
       const double lr = schedule.at(step);
+      if (!std::isfinite(loss)) stop_not_finite(step, "the loss is " + std::to_string(loss));
       const double grad_norm = optimizer_.step(params_, grads_, lr);
+      if (!std::isfinite(grad_norm)) stop_not_finite(step, "the gradient norm is " + std::to_string(grad_norm));
 
       if (step % config_.log_every == 0) {
-        const double predictable_loss = parallel_step.weighted_mean(predictable);
+        const double predictable_loss = model_->weighted_mean(predictable);
         nlohmann::json row = {{"step", step},
                               {"loss", loss},
                               {name + "_loss", predictable_loss},
-                              {name + "_accuracy", parallel_step.weighted_accuracy(predictable)},
+                              {name + "_accuracy", model_->weighted_accuracy(predictable)},
                               {"lr", lr},
                               {"grad_norm", grad_norm},
                               {"wall_s", seconds_since(started) + wall_offset_}};
         if (step % config_.analysis_every == 0)
-          row.update(to_json(analyse_attention<Net>(parallel_step.workspaces(), task, target)));
+          row.update(to_json(model_->analyse_last_step(task, target)));
         metrics << row.dump() << '\n' << std::flush;
+        require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot append a metrics row (is the disk full?)");
         history_steps_.push_back(step);
         history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
         history_loss_.push_back(loss);
@@ -187,9 +168,9 @@ class Trainer {
   static AdamWConfig adamw_config(const TrainConfig& c) {
     return {c.beta1, c.beta2, 1e-8, c.weight_decay, c.max_grad_norm};
   }
-  static std::vector<DecayRange> decay_ranges() {
+  static std::vector<DecayRange> decay_ranges(const TrainableModel& model) {
     std::vector<DecayRange> ranges;
-    for (const auto& t : Net::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
+    for (const auto& t : model.tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
     return ranges;
   }
   static double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -224,12 +205,12 @@ class Trainer {
     }
     write_text_atomically(config_path, config_text + "\n");
     if (!checkpoint) {
-      Net::init(params_, config_.seed);
+      model_->init(params_, config_.seed);
       std::filesystem::remove(run_dir_ / "metrics.jsonl");
       return 0;
     }
     const CheckpointState state =
-        load_checkpoint<Net>(*checkpoint, params_, optimizer_.first_moment(), optimizer_.second_moment());
+        load_checkpoint(*checkpoint, model_->tensors(), params_, optimizer_.first_moment(), optimizer_.second_moment());
     optimizer_.set_steps(state.optimizer_steps);
     truncate_metrics(state.step);
     if (show_progress_) std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(), (long long)state.step);
@@ -261,19 +242,35 @@ class Trainer {
     write_text_atomically(path, kept);
   }
 
-  static void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
-    const auto tmp = std::filesystem::path(path.string() + ".tmp");
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << text;
-      require(out.good(), tmp.string(), "write failed");
-    }
-    std::filesystem::rename(tmp, path);
+  void save(std::int64_t step, const std::string& config_text) {
+    save_checkpoint(checkpoint_path(run_dir_, step), model_->tensors(), params_, optimizer_.first_moment(),
+                         optimizer_.second_moment(), {step, optimizer_.steps(), config_text});
   }
 
-  void save(std::int64_t step, const std::string& config_text) {
-    save_checkpoint<Net>(checkpoint_path(run_dir_, step), params_, optimizer_.first_moment(),
-                         optimizer_.second_moment(), {step, optimizer_.steps(), config_text});
+  // Training on a non-finite loss or gradient would poison every later step: stop with the step
+  // and the first tensor whose gradient is not finite, record why in summary.json, and leave the
+  // checkpoints as they are (none is written after the last good step).
+  [[noreturn]] void stop_not_finite(std::int64_t step, const std::string& what) {
+    std::string tensor = "every gradient is finite";
+    for (const ParameterTensor& t : model_->tensors()) {
+      const auto g = std::span<const float>(grads_).subspan(t.offset, t.size);
+      if (!std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v); })) {
+        tensor = "the first tensor whose gradient is not finite is '" + t.name + "'";
+        break;
+      }
+    }
+    const auto last = latest_checkpoint(run_dir_);
+    const std::string reason = "training stopped at step " + std::to_string(step) + ": " + what + "; " + tensor;
+    write_text_atomically(run_dir_ / "summary.json",
+                          nlohmann::json{{"stopped", reason},
+                                         {"step", step},
+                                         {"last_checkpoint", last ? nlohmann::json(last->filename().string())
+                                                                  : nlohmann::json(nullptr)}}
+                                  .dump(2) +
+                              "\n");
+    throw Error(run_dir_.string() + ": " + reason + ". " +
+                (last ? "The last good checkpoint is " + last->filename().string() : std::string("No checkpoint was written")) +
+                "; a smaller lr or gradient clipping may avoid it");
   }
 
   void print_progress(std::int64_t step, std::int64_t start_step, std::chrono::steady_clock::time_point started,
@@ -300,7 +297,7 @@ class Trainer {
       s.final_metric = e.final_value;
       s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
     }
-    s.eval = evaluate<Net>(params_, *setup_.task, config_.seed, batch_, float(config_.bias));
+    s.eval = model_->evaluate(params_, *setup_.task, config_.seed, batch_, float(config_.bias), nullptr, nullptr);
     const std::string& name = setup_.predictable_name;
     char definitions[512];
     std::snprintf(definitions, sizeof definitions,
@@ -328,6 +325,7 @@ class Trainer {
   TrainConfig config_;
   std::filesystem::path run_dir_;
   bool show_progress_;
+  std::unique_ptr<TrainableModel> model_;
   TaskSetup setup_;
   int batch_;  // sequences per step
   std::vector<float> params_, grads_;
@@ -335,6 +333,13 @@ class Trainer {
   std::vector<std::int64_t> history_steps_;
   std::vector<double> history_metric_, history_loss_;  // the emergence metric and the loss, per row
   double wall_offset_ = 0;
+};
+
+template <class Net>
+class Trainer : public RunTrainer {
+ public:
+  Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
+      : RunTrainer(std::move(config), std::move(run_dir), std::make_unique<CompiledModel<Net>>(), show_progress) {}
 };
 
 }  // namespace emergent

@@ -1,0 +1,110 @@
+// One compiled model (a Model<Mixer, Shape> type) behind a run-time interface: what the trainer
+// and evaluation need of a model, and nothing else. The trainer (train/trainer.hpp), its JSON,
+// checkpoints and metrics are then ordinary code compiled once per program, and a shape compiled
+// on demand (examples/cli/shape_compiler.hpp) instantiates only this file's CompiledModel<Net>:
+// the numerical code, whose compile time is the price of a specialised binary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../analysis/attention_summary.hpp"
+#include "../core/shape.hpp"
+#include "../model/data_parallel.hpp"
+#include "../model/model.hpp"
+#include "../tasks/task.hpp"
+
+namespace emergent {
+
+struct EvalResult {
+  double loss = 0;
+  double predictable_loss = 0, predictable_accuracy = 0;  // x1 for the linear map
+  AttentionAnalysis attention;
+};
+
+// Losses and attention of a checkpoint on a deterministic batch: the data stream of step
+// kEvalStep, which no training run reaches.
+inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
+
+template <class Net>
+EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed, int batch,
+                    float bias, std::vector<std::int32_t>* inputs_out = nullptr,
+                    std::vector<std::int32_t>* targets_out = nullptr) {
+  const int T = task.length();
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
+  task.sample(data_seed, kEvalStep, batch, inputs, targets);
+  const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
+  const std::vector<float> target = task.attention_target();
+  typename Net::Workspace ws;  // forward only: the ops spread over the threads themselves
+  EvalResult r;
+  r.loss = Net::forward(params, {batch, T, inputs, targets, full,
+                                 bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
+                        ws);
+  r.predictable_loss = Net::weighted_mean(ws, predictable);
+  r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
+  const typename Net::Workspace* slices[] = {&ws};
+  r.attention = analyse_attention<Net>(slices, task, target);
+  if (inputs_out) *inputs_out = inputs;
+  if (targets_out) *targets_out = targets;
+  return r;
+}
+
+class TrainableModel {
+ public:
+  virtual ~TrainableModel() = default;
+  virtual std::string mixer() const = 0;
+  virtual Shape shape() const = 0;
+  virtual bool takes_attention_bias() const = 0;
+  virtual std::size_t parameter_count() const = 0;
+  virtual std::vector<ParameterTensor> tensors() const = 0;
+  virtual void init(std::span<float> params, std::uint64_t seed) const = 0;
+  // One data-parallel step on `threads` threads (train/trainer.hpp): grads overwritten.
+  virtual double step(std::span<const float> params, std::span<float> grads, const ForwardInput& in,
+                      int threads) = 0;
+  // Of the last step's batch.
+  virtual double weighted_mean(std::span<const float> weights) const = 0;
+  virtual double weighted_accuracy(std::span<const float> weights) const = 0;
+  virtual AttentionAnalysis analyse_last_step(const SequenceTask& task, std::span<const float> target) const = 0;
+  virtual EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed,
+                              int batch, float bias, std::vector<std::int32_t>* inputs_out,
+                              std::vector<std::int32_t>* targets_out) const = 0;
+};
+
+template <class Net>
+class CompiledModel final : public TrainableModel {
+  static_assert(std::is_same_v<typename Net::Real, float>, "training runs in fp32");
+
+ public:
+  std::string mixer() const override { return std::string(Net::Mixer::name); }
+  Shape shape() const override { return Net::shape; }
+  bool takes_attention_bias() const override { return KeepsAttention<typename Net::Mixer>; }
+  std::size_t parameter_count() const override { return Net::parameter_count; }
+  std::vector<ParameterTensor> tensors() const override { return Net::tensors(); }
+  void init(std::span<float> params, std::uint64_t seed) const override { Net::init(params, seed); }
+  double step(std::span<const float> params, std::span<float> grads, const ForwardInput& in, int threads) override {
+    if (!parallel_step_) parallel_step_ = std::make_unique<DataParallelStep<Net>>(threads);
+    return parallel_step_->run(params, grads, in);
+  }
+  double weighted_mean(std::span<const float> weights) const override {
+    return parallel_step_->weighted_mean(weights);
+  }
+  double weighted_accuracy(std::span<const float> weights) const override {
+    return parallel_step_->weighted_accuracy(weights);
+  }
+  AttentionAnalysis analyse_last_step(const SequenceTask& task, std::span<const float> target) const override {
+    return analyse_attention<Net>(parallel_step_->workspaces(), task, target);
+  }
+  EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed, int batch,
+                      float bias, std::vector<std::int32_t>* inputs_out,
+                      std::vector<std::int32_t>* targets_out) const override {
+    return emergent::evaluate<Net>(params, task, data_seed, batch, bias, inputs_out, targets_out);
+  }
+
+ private:
+  std::unique_ptr<DataParallelStep<Net>> parallel_step_;
+};
+
+}  // namespace emergent

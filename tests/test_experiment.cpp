@@ -1,0 +1,235 @@
+// Experiments as data: declared parameters and their checks, configs resolved from flat
+// settings, sweep files expanded into runs, run ids, result rows that survive a cut write,
+// shards, and the mixer catalog against the mixer types.
+#include <doctest/doctest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+
+#include <emergent/experiment/mixer_catalog.hpp>
+#include <emergent/experiment/result_rows.hpp>
+#include <emergent/experiment/run_id.hpp>
+#include <emergent/experiment/shard.hpp>
+#include <emergent/experiment/sweep_file.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/mixers/gated_deltanet.hpp>
+#include <emergent/mixers/mamba.hpp>
+#include <emergent/mixers/mlp_mixer.hpp>
+#include <emergent/mixers/rwkv.hpp>
+#include <emergent/train/config.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+namespace {
+
+using emergent::Error;
+using nlohmann::json;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a declared value is checked for type, range and finiteness, naming field and allowed values") {
+  using emergent::checked_value;
+  const emergent::Parameter lr = emergent::real("lr", 1e-3, emergent::above(0), "peak learning rate");
+  CHECK(checked_value(lr, 0.5, "f").get<double>() == 0.5);
+  CHECK(error_of([&] { checked_value(lr, 0.0, "f"); }) ==
+        "f: field 'lr' = 0 is not allowed: expected a finite number in (0, inf)");
+  CHECK(contains(error_of([&] { checked_value(lr, std::numeric_limits<double>::infinity(), "f"); }), "'lr' = inf"));
+  CHECK(contains(error_of([&] { checked_value(lr, "fast", "f"); }), "'lr' = \"fast\""));
+  const emergent::Parameter beta = emergent::real("beta1", 0.9, emergent::from_below(0, 1), "");
+  CHECK(contains(error_of([&] { checked_value(beta, 1.0, "f"); }), "expected a finite number in [0, 1)"));
+  const emergent::Parameter steps = emergent::integer("steps", 10, emergent::at_least(1), "");
+  CHECK(checked_value(steps, 2.0, "f").get<std::int64_t>() == 2);  // a TOML float that is whole
+  CHECK(contains(error_of([&] { checked_value(steps, 2.5, "f"); }), "expected an integer in [1, inf)"));
+  CHECK(contains(error_of([&] { checked_value(steps, 0, "f"); }), "'steps' = 0"));
+  const emergent::Parameter schedule = emergent::text("schedule", "constant", {"constant", "cosine"}, "");
+  CHECK(contains(error_of([&] { checked_value(schedule, "linear", "f"); }), "expected one of constant, cosine"));
+  // command-line text
+  CHECK(emergent::parse_value(lr, "1e-3", "--lr").get<double>() == 1e-3);
+  CHECK(contains(error_of([&] { emergent::parse_value(lr, "inf", "--lr"); }), "'inf' is not allowed for --lr"));
+  CHECK(contains(error_of([&] { emergent::parse_value(steps, "12x", "--steps"); }), "'12x'"));
+}
+
+TEST_CASE("configs resolve from flat settings: the task's defaults, its own parameters, cross-field checks") {
+  const emergent::TrainConfig linear = emergent::resolve_config(json{{"S", 8}, {"s", 2}}, "t");
+  CHECK(linear.task == "linear-map");
+  CHECK(linear.task_params == json{{"S", 8}, {"s", 2}, {"task_seed", 0}});
+  CHECK(linear.shape.layers == 1);
+  CHECK(linear.shape.vocab == 2);
+  const emergent::TrainConfig ca = emergent::resolve_config(json{{"task", "cellular-automaton"}, {"colours", 5}}, "t");
+  CHECK(ca.shape.layers == 4);  // the automaton's default model
+  CHECK(ca.shape.vocab == 5);   // the task's vocabulary
+  CHECK(emergent::sequence_tokens(ca) == 16 * 16);
+  // round trip through config.json's object
+  const emergent::TrainConfig again = emergent::train_config_from_json(emergent::to_json(linear), "config.json");
+  CHECK(emergent::to_json(again) == emergent::to_json(linear));
+
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"task", "cellular-automaton"}, {"s", 3}}, "t"); }),
+                 "field 's' is a parameter of task linear-map, not of cellular-automaton"));
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"lrr", 0.1}}, "t"); }), "unknown field 'lrr'"));
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"task", "dyck"}}, "t"); }),
+                 "field 'task' = 'dyck' is not allowed: expected one of linear-map, cellular-automaton"));
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"S", 4}, {"s", 5}}, "t"); }),
+                 "t: task linear-map"));  // s <= S, the task's own check
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"mixer", "mamba"}, {"bias", 5}}, "t"); }),
+                 "field 'bias' = 5 is not allowed for mixer mamba"));
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"heads", 3}}, "t"); }), "must divide d_model = 128"));
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"mixer", "mamba"}, {"heads", 4}}, "t"); }),
+                 "field 'heads' = 4 is not allowed for mixer mamba: it has no heads"));
+  CHECK(emergent::resolve_config(json{{"mixer", "gated_deltanet"}, {"heads", 4}}, "t").shape.heads == 4);
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"S", 16}, {"max_len", 10}}, "t"); }),
+                 "need max_len >= 31"));
+  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"batch_tokens", 8}}, "t"); }), "'batch_tokens' = 8"));
+  // config.json must be complete
+  json partial = emergent::to_json(linear);
+  partial.erase("beta2");
+  CHECK(contains(error_of([&] { emergent::train_config_from_json(partial, "config.json"); }),
+                 "config.json: missing field 'beta2'"));
+}
+
+TEST_CASE("no two groups declare one name, and tasks that share a name share its type") {
+  std::map<std::string, emergent::ParameterType> types;
+  std::set<std::string> common;
+  for (const emergent::Parameter& p : emergent::model_parameters()) CHECK(common.insert(p.name).second);
+  for (const emergent::TrainingField& f : emergent::training_fields()) CHECK(common.insert(f.parameter.name).second);
+  for (const emergent::TaskDeclaration& t : emergent::task_registry())
+    for (const emergent::Parameter& p : t.parameters) {
+      CAPTURE(p.name);
+      CHECK(common.count(p.name) == 0);
+      if (types.count(p.name)) CHECK(types[p.name] == p.type);
+      types[p.name] = p.type;
+    }
+}
+
+TEST_CASE("the mixer catalog matches the mixer types") {
+  constexpr emergent::Shape s{.vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
+  const auto check = [](const std::string& name, std::string_view type_name, bool keeps_attention) {
+    const emergent::MixerInfo& info = emergent::find_mixer(name, "test");
+    CHECK(type_name == name);
+    CHECK(info.takes_attention_bias == keeps_attention);
+  };
+  // uses_heads: the parameter count changes with heads exactly for the mixers that read them
+  constexpr emergent::Shape two{.vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
+  constexpr emergent::Shape four{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 16, .max_len = 8};
+  CHECK(emergent::find_mixer("gated_deltanet", "t").uses_heads ==
+        (emergent::GatedDeltaNet<two>::layout.total != emergent::GatedDeltaNet<four>::layout.total));
+  CHECK(emergent::find_mixer("mamba", "t").uses_heads ==
+        (emergent::Mamba<two>::layout.total != emergent::Mamba<four>::layout.total));
+  CHECK(emergent::find_mixer("rwkv", "t").uses_heads ==
+        (emergent::Rwkv<two>::layout.total != emergent::Rwkv<four>::layout.total));
+  CHECK(emergent::find_mixer("mlp_mixer", "t").uses_heads ==
+        (emergent::MlpMixer<two>::layout.total != emergent::MlpMixer<four>::layout.total));
+  check("dot_attention", emergent::DotAttention<s>::name, emergent::KeepsAttention<emergent::DotAttention<s>>);
+  check("mlp_mixer", emergent::MlpMixer<s>::name, emergent::KeepsAttention<emergent::MlpMixer<s>>);
+  check("mamba", emergent::Mamba<s>::name, emergent::KeepsAttention<emergent::Mamba<s>>);
+  check("gated_deltanet", emergent::GatedDeltaNet<s>::name, emergent::KeepsAttention<emergent::GatedDeltaNet<s>>);
+  check("rwkv", emergent::Rwkv<s>::name, emergent::KeepsAttention<emergent::Rwkv<s>>);
+  CHECK(emergent::mixer_catalog().size() == 5);
+}
+
+TEST_CASE("a sweep expands blocks as cartesian products, zips and seeds, in a fixed order") {
+  const json sweep = {{"base", {{"steps", 100}}},
+                      {"grid", json::array({json{{"S", {8, 16}}, {"s", {1, 3}}, {"seeds", 2}},
+                                            json{{"S", 32}, {"zip", {{"d_model", {128, 128}}, {"heads", {32, 1}}}}}})}};
+  const std::vector<emergent::SweepRun> runs = emergent::expand_sweep(sweep, "f");
+  REQUIRE(runs.size() == 10);
+  CHECK(runs[0].settings == json{{"steps", 100}, {"S", 8}, {"s", 1}, {"seed", 0}});
+  CHECK(runs[1].settings == json{{"steps", 100}, {"S", 8}, {"s", 1}, {"seed", 1}});
+  CHECK(runs[2].settings == json{{"steps", 100}, {"S", 8}, {"s", 3}, {"seed", 0}});
+  CHECK(runs[7].settings == json{{"steps", 100}, {"S", 16}, {"s", 3}, {"seed", 1}});
+  CHECK(runs[8].settings == json{{"steps", 100}, {"S", 32}, {"d_model", 128}, {"heads", 32}});
+  CHECK(runs[9].settings["heads"] == 1);
+  CHECK(runs[9].origin == "f: grid block 2");
+  CHECK(contains(error_of([&] { emergent::expand_sweep(json{{"grd", json::array()}}, "f"); }), "unknown top-level key 'grd'"));
+  CHECK(contains(error_of([&] {
+                   emergent::expand_sweep(json{{"grid", {{{"zip", {{"a", {1, 2}}, {"b", {1}}}}}}}}, "f");
+                 }),
+                 "zip field 'b' has 1 values"));
+  CHECK(emergent::expand_sweep(json{{"base", {{"S", 4}}}}, "f").size() == 1);
+}
+
+TEST_CASE("sweep files in TOML and JSON read the same, and TOML's inf stays visible to the checks") {
+  const auto dir = std::filesystem::temp_directory_path() / "emergent_test_sweep_file";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "a.toml") << "[base]\nsteps = 10\nbias = inf\n[[grid]]\nS = [4, 6]\nzip = { d_model = [32, 64], heads = [4, 8] }\n";
+  std::ofstream(dir / "a.json")
+      << R"({"base": {"steps": 10, "bias": "inf"}, "grid": [{"S": [4, 6], "zip": {"d_model": [32, 64], "heads": [4, 8]}}]})";
+  const json toml = emergent::read_sweep_file(dir / "a.toml");
+  CHECK(toml == emergent::read_sweep_file(dir / "a.json"));
+  CHECK(emergent::expand_sweep(toml, "a").size() == 4);
+  std::ofstream(dir / "bad.toml") << "[base\nsteps = 1\n";
+  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "bad.toml"); }), "bad.toml:1:"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("run ids are stable and differ with any setting") {
+  const json a = emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"));
+  json b = a;
+  b["seed"] = 1;
+  CHECK(emergent::run_id(a) == emergent::run_id(emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"))));
+  CHECK(emergent::run_id(a) != emergent::run_id(b));
+  CHECK(emergent::run_id(a).size() == 12);
+}
+
+TEST_CASE("result rows: a row cut by a kill is ignored and cut off before the next append") {
+  const auto path = std::filesystem::temp_directory_path() / "emergent_test_rows.jsonl";
+  std::filesystem::remove(path);
+  emergent::append_row(path, json{{"id", "a"}});
+  emergent::append_row(path, json{{"id", "b"}});
+  { std::ofstream(path, std::ios::app) << R"({"id": "c", "res)"; }
+  CHECK(emergent::read_rows(path).size() == 2);
+  emergent::append_row(path, json{{"id", "d"}});
+  const std::vector<json> rows = emergent::read_rows(path);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[2]["id"] == "d");
+  { std::ofstream(path, std::ios::app) << "not json\n"; }
+  CHECK(contains(error_of([&] { emergent::read_rows(path); }), "line 4 is not a JSON row"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("shards split a sweep deterministically and cover it once") {
+  const emergent::Shard s = emergent::parse_shard("1/3", "--shard");
+  CHECK(s.owns(1));
+  CHECK(s.owns(4));
+  CHECK_FALSE(s.owns(3));
+  CHECK(s.name() == "shard-1-of-3");
+  for (const char* bad : {"3/3", "-1/2", "1", "a/b", "1/0"})
+    CHECK(contains(error_of([&] { emergent::parse_shard(bad, "--shard"); }), "is not a shard"));
+}
+
+TEST_CASE("a result row that does not fit (a file-size limit, as a full disk) fails cleanly and keeps every row") {
+  const auto path = std::filesystem::temp_directory_path() / "emergent_test_rows_full.jsonl";
+  std::filesystem::remove(path);
+  emergent::append_row(path, json{{"id", "a"}});
+  emergent::append_row(path, json{{"id", "b"}});
+  const auto size = std::filesystem::file_size(path);
+  struct rlimit old {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // as the programs do
+  struct rlimit small = old;
+  small.rlim_cur = static_cast<rlim_t>(size + 10);
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  const std::string message = error_of([&] { emergent::append_row(path, json{{"id", std::string(100, 'c')}}); });
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  CAPTURE(message);
+  CHECK(contains(message, path.string()));
+  CHECK(contains(message, "the earlier rows are intact"));
+  CHECK(std::filesystem::file_size(path) == size);
+  CHECK(emergent::read_rows(path).size() == 2);
+  std::filesystem::remove(path);
+}
