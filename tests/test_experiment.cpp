@@ -173,6 +173,20 @@ TEST_CASE("sweep files in TOML and JSON read the same, and TOML's inf stays visi
   CHECK(emergent::expand_sweep(toml, "a").size() == 4);
   std::ofstream(dir / "bad.toml") << "[base\nsteps = 1\n";
   CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "bad.toml"); }), "bad.toml:1:"));
+  // non-ASCII characters: fine in comments and one-line strings, refused elsewhere (toml++ 3.3
+  // reaches undefined behaviour on some; found by fuzzing)
+  std::ofstream(dir / "comment.toml") << "# caf\xc3\xa9\n[base]\nsteps = 10 # \xcf\x8a\n";
+  CHECK(emergent::read_sweep_file(dir / "comment.toml")["base"]["steps"] == 10);
+  std::ofstream(dir / "outside.toml") << "[base]\nsteps = 10\n\xcf\x8a\n";
+  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "outside.toml"); }),
+                 "outside.toml:3:1: a non-ASCII character outside a comment or a string"));
+  std::ofstream(dir / "multiline.toml") << "s = \"\"\"\\\n\xc2\xa7\"\"\"\n";
+  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "multiline.toml"); }), "in a multi-line string"));
+  // malformed table headers that broke a toml++ 3.3 parser precondition (found by fuzzing)
+  for (const char* header : {"[&base]\n", "[[[1]]]\n", "[[=\n"}) {
+    std::ofstream(dir / "header.toml") << header;
+    CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "header.toml"); }), "not valid TOML"));
+  }
   std::filesystem::remove_all(dir);
 }
 

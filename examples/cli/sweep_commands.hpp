@@ -216,9 +216,9 @@ class SweepCommands {
     };
     std::vector<std::thread> pool;
     for (int j = 0; j < std::min<int>(jobs, static_cast<int>(todo.size())); ++j) pool.emplace_back(worker);
-    while (finished + failed < todo.size()) {
+    for (int tick = 1; finished + failed < todo.size(); ++tick) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      if (quiet_) continue;
+      if (quiet_ || tick % 5 != 0) continue;  // a progress line every second
       std::lock_guard lock(mutex);
       const std::size_t complete = finished.load();
       const double per_run = complete ? finished_seconds / double(complete) : 0;
@@ -226,7 +226,7 @@ class SweepCommands {
       std::fprintf(stderr, "\rsweep: %zu/%zu done, %zu running, %zu left, %zu failed, %s elapsed, ETA %s   ",
                    mine - todo.size() + complete, mine, running.load(), left - running, failed.load(),
                    duration_text(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()).c_str(),
-                   complete ? duration_text(per_run * double(left) / double(std::min<std::size_t>(jobs, left) | 1)).c_str()
+                   complete ? duration_text(per_run * double(left) / double(std::max<std::size_t>(1, std::min<std::size_t>(jobs, left)))).c_str()
                             : "?");
     }
     for (std::thread& t : pool) t.join();
@@ -300,9 +300,9 @@ class SweepCommands {
     if (timed > 0 && finished < total) {
       const double per_run = seconds / timed;
       const double concurrency = std::max<double>(1, double(running.size()));
-      std::printf("ETA %s (%.1f s per finished run, %zu runs at a time)\n",
+      std::printf("ETA %s (%.1f s per finished run, %zu at a time%s)\n",
                   duration_text(per_run * double(left + running.size()) / concurrency).c_str(), per_run,
-                  std::max<std::size_t>(1, running.size()));
+                  std::max<std::size_t>(1, running.size()), running.empty() ? ", none running now" : "");
     }
     return 0;
   }

@@ -35,7 +35,7 @@ inline std::vector<Parameter> all_declared_parameters() {
         all.push_back(shown);
       }
   for (const Parameter& p : model_parameters()) all.push_back(p);
-  for (const TrainingField& f : training_fields()) all.push_back(f.parameter);
+  for (const Parameter& p : training_parameters()) all.push_back(p);
   return all;
 }
 

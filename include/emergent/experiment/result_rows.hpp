@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../io/text_file.hpp"
 
 namespace emergent {
 
@@ -40,19 +41,14 @@ inline void append_row(const std::filesystem::path& path, const nlohmann::json& 
       require(::ftruncate(fd, keep) == 0, path.string(), "cannot cut off a partial row");
     }
   }
-  std::size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string reason = n < 0 ? std::strerror(errno) : "no space written";
-      // Leave no fragment behind: the file ends with its last complete row again.
-      if (::ftruncate(fd, static_cast<off_t>(::lseek(fd, 0, SEEK_END) - static_cast<off_t>(written))) != 0) {
-      }
-      ::close(fd);
-      throw Error(path.string() + ": cannot append a result row (" + reason + "); the earlier rows are intact");
+  const std::size_t written = write_until_error(fd, line.data(), line.size());
+  if (written < line.size()) {
+    const std::string reason = std::strerror(errno);
+    // Leave no fragment behind: the file ends with its last complete row again.
+    if (::ftruncate(fd, ::lseek(fd, 0, SEEK_END) - static_cast<off_t>(written)) != 0) {
     }
-    written += static_cast<std::size_t>(n);
+    ::close(fd);
+    throw Error(path.string() + ": cannot append a result row (" + reason + "); the earlier rows are intact");
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);

@@ -24,15 +24,27 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "../core/error.hpp"
+
+// toml++ 3.3 guards a parser precondition with TOML_ASSERT_ASSUME, which aborts in a debug build
+// and becomes an optimiser assumption in a clang release build, and malformed table headers
+// ("[&a]", "[[[1]]]") break it: found by tests/fuzz/fuzz_sweep_file.cpp, fixed upstream in
+// marzer/tomlplusplus PR #301. Its checks are kept here, as an Error, whatever the build.
+#pragma push_macro("NDEBUG")
+#undef NDEBUG
+#define TOML_ASSERT(expr) \
+  ((expr) ? static_cast<void>(0) : throw ::emergent::Error("toml++: malformed input broke a parser check (" #expr ")"))
+#include <toml++/toml.h>
+#pragma pop_macro("NDEBUG")
+#include <cassert>  // assert as NDEBUG says again
 
 namespace emergent {
 
@@ -60,6 +72,55 @@ inline nlohmann::json from_toml(const toml::node& node, const std::string& where
   throw Error(where + ": dates and times are not settings");
 }
 
+// toml++ 3.3 reaches __builtin_unreachable (undefined behaviour) when it classifies some non-ASCII
+// characters outside comments and one-line strings, e.g. a file that is just "ϊ", or one after a
+// line-ending backslash in a multi-line string (found by tests/fuzz/fuzz_sweep_file.cpp; upstream
+// marzer/tomlplusplus issues 190 and 295, fixed after 3.3). Settings are ASCII, so such a
+// character is refused before toml++ sees it, naming where it is.
+inline void require_ascii_outside_comments(const std::string& text, const std::string& where) {
+  enum class In { code, comment, basic, literal, multi_basic, multi_literal } in = In::code;
+  int line = 1, column = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    ++column;
+    const bool multi = in == In::multi_basic || in == In::multi_literal;
+    if (static_cast<unsigned char>(ch) >= 0x80 && in != In::comment && in != In::basic && in != In::literal)
+      throw Error(where + ":" + std::to_string(line) + ":" + std::to_string(column) + ": a non-ASCII character " +
+                  (multi ? "in a multi-line string" : "outside a comment or a string") +
+                  " (toml++ 3.3, the TOML reader, mishandles some: write it as \\uXXXX in a string)");
+    const auto starts = [&](const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
+    if (ch == '\n') {
+      ++line;
+      column = 0;
+      if (in == In::comment || in == In::basic || in == In::literal) in = In::code;  // they end with the line
+      continue;
+    }
+    switch (in) {
+      case In::code:
+        if (ch == '#') in = In::comment;
+        else if (starts("\"\"\"")) in = In::multi_basic, i += 2, column += 2;
+        else if (starts("'''")) in = In::multi_literal, i += 2, column += 2;
+        else if (ch == '"') in = In::basic;
+        else if (ch == '\'') in = In::literal;
+        break;
+      case In::basic:
+      case In::multi_basic:
+        if (ch == '\\') ++i, ++column;  // an escape: the next character is part of it
+        else if (in == In::basic && ch == '"') in = In::code;
+        else if (in == In::multi_basic && starts("\"\"\"")) in = In::code, i += 2, column += 2;
+        break;
+      case In::literal:
+        if (ch == '\'') in = In::code;
+        break;
+      case In::multi_literal:
+        if (starts("'''")) in = In::code, i += 2, column += 2;
+        break;
+      case In::comment:
+        break;
+    }
+  }
+}
+
 }  // namespace sweep_detail
 
 // The file as JSON, whichever of the two it is written in (by its extension: .toml or .json).
@@ -76,8 +137,11 @@ inline nlohmann::json read_sweep_file(const std::filesystem::path& path) {
     }
   }
   require(path.extension() == ".toml", path.string(), "a sweep file is .toml or .json");
+  sweep_detail::require_ascii_outside_comments(text.str(), path.string());
   try {
     return sweep_detail::from_toml(toml::parse(text.str(), path.string()), path.string());
+  } catch (const Error& e) {
+    throw Error(path.string() + ": not valid TOML (" + e.what() + ")");
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     throw Error(path.string() + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +

@@ -102,6 +102,12 @@ inline const std::vector<TrainingField>& training_fields() {
   return fields;
 }
 
+inline std::vector<Parameter> training_parameters() {
+  std::vector<Parameter> parameters;
+  for (const TrainingField& f : training_fields()) parameters.push_back(f.parameter);
+  return parameters;
+}
+
 // The model: the mixer and the shape's fields. Their defaults are the task's (its
 // default_shape); vocab 0 means the task's vocabulary, max_len 0 the smallest that fits (the
 // program that dispatches to compiled shapes resolves it before a run starts).
@@ -164,14 +170,14 @@ inline std::vector<Parameter> declared_parameters(const std::string& task) {
   std::vector<Parameter> all = {text("task", "linear-map", {}, "task")};
   for (const Parameter& p : find_task(task, "config").parameters) all.push_back(p);
   for (const Parameter& p : model_parameters()) all.push_back(p);
-  for (const TrainingField& f : training_fields()) all.push_back(f.parameter);
+  for (const Parameter& p : training_parameters()) all.push_back(p);
   return all;
 }
 
 // A config from a flat object of declared names: what is absent takes its default (unless
 // `complete`, as for config.json, where every field must be there), every value is checked, and
-// so are the settings that depend on each other. The mixer and the task come first, since they
-// decide which other names exist.
+// so are the settings that depend on each other. The task comes first: it decides which other
+// names exist and the model's defaults.
 inline TrainConfig resolve_config(const nlohmann::json& given, const std::string& where, bool complete = false) {
   require(given.is_object(), where, "expected a JSON object of settings");
   TrainConfig c;
@@ -196,13 +202,7 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
     c.shape.*kShapeFields[i] = given.contains(kShapeFieldNames[i]) ? int(model.integer(kShapeFieldNames[i]))
                                                                   : declaration.default_shape.*kShapeFields[i];
   if (c.shape.vocab == 0) c.shape.vocab = setup.task->vocab();
-  const ParameterValues training(
-      [] {
-        std::vector<Parameter> p;
-        for (const TrainingField& f : training_fields()) p.push_back(f.parameter);
-        return p;
-      }(),
-      given, where);
+  const ParameterValues training(training_parameters(), given, where);
   for (const TrainingField& f : training_fields()) {
     const nlohmann::json& v = training.json().at(f.parameter.name);
     std::visit([&](auto member) { c.*member = v.get<std::remove_reference_t<decltype(c.*member)>>(); }, f.member);
