@@ -14,14 +14,13 @@
 // when a run never got there in its N steps.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <emergent/train/trainer.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <emergent/train/trainer.hpp>
 
 #include "registry/run_entry.hpp"
 
@@ -120,23 +119,26 @@ int main(int argc, char** argv) {
           const emergent::cli::ShapeEntry& entry =
               emergent::cli::find_shape(mixer, config.shape, emergent::sequence_tokens(config) - 1);
           config.shape = entry.shape;
-          std::fprintf(stderr, "== %s (%zu parameters, %d sequences of %d tokens per step)\n", name.c_str(),
-                       entry.parameters, emergent::sequences_per_step(config), emergent::sequence_tokens(config));
-          const emergent::RunSummary summary = emergent::cli::train_entry(entry, config, std::filesystem::path(out) / name, true);
-          const nlohmann::json row = {{"run", name},
-                                      {"task", e.task},
-                                      {"S", 16},
-                                      {"s", e.s},
-                                      {"mixer", mixer},
-                                      {"seed", seed},
-                                      {"parameters", entry.parameters},
-                                      {"steps", config.steps},
-                                      {"steps_done", summary.steps_done},
-                                      {"final_loss", summary.final_loss},
-                                      {"final_metric", summary.final_metric},
-                                      {"emergence_step", emergent::json_or_null(summary.emergence_step)},
-                                      {"solved_step", emergent::json_or_null(summary.solved_step)},
-                                      {"wall_s", summary.wall_seconds}};
+          std::fprintf(stderr, "== %s (%zu parameters, %d sequences of %d tokens per step)\n",
+                       name.c_str(), entry.parameters, emergent::sequences_per_step(config),
+                       emergent::sequence_tokens(config));
+          const emergent::RunSummary summary =
+              emergent::cli::train_entry(entry, config, std::filesystem::path(out) / name, true);
+          const nlohmann::json row = {
+              {"run", name},
+              {"task", e.task},
+              {"S", 16},
+              {"s", e.s},
+              {"mixer", mixer},
+              {"seed", seed},
+              {"parameters", entry.parameters},
+              {"steps", config.steps},
+              {"steps_done", summary.steps_done},
+              {"final_loss", summary.final_loss},
+              {"final_metric", summary.final_metric},
+              {"emergence_step", emergent::json_or_null(summary.emergence_step)},
+              {"solved_step", emergent::json_or_null(summary.solved_step)},
+              {"wall_s", summary.wall_seconds}};
           std::ofstream(results_path, std::ios::app) << row.dump() << "\n";
           done[name] = row;
         }

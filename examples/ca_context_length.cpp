@@ -94,20 +94,22 @@ int main(int argc, char** argv) {
           // Stop once the smoothed loss is below the plateau threshold: that step is the result.
           const emergent::TaskSetup setup = emergent::make_task(config);
           if (!run_past_plateau) config.stop_below = setup.thresholds.emergence_below;
-          std::fprintf(stderr, "== %s (%d sequences of %d tokens per step)\n", name.c_str(), emergent::sequences_per_step(config),
-                       emergent::sequence_tokens(config));
+          std::fprintf(stderr, "== %s (%d sequences of %d tokens per step)\n", name.c_str(),
+                       emergent::sequences_per_step(config), emergent::sequence_tokens(config));
           emergent::Trainer<Net> trainer(config, std::filesystem::path(out) / name, true);
           const emergent::RunSummary summary = trainer.run();
-          nlohmann::json row = {{"run", name},
-                                {"S", S},
-                                {"bias", c},
-                                {"seed", seed},
-                                {"sequences_per_step", emergent::sequences_per_step(config)},
-                                {"plateau_length", summary.emergence_step ? nlohmann::json(*summary.emergence_step) : nlohmann::json(nullptr)},
-                                {"steps_done", summary.steps_done},
-                                {"final_loss", summary.final_loss},
-                                {"attention_iou", summary.eval.attention.iou},
-                                {"wall_s", summary.wall_seconds}};
+          nlohmann::json row = {
+              {"run", name},
+              {"S", S},
+              {"bias", c},
+              {"seed", seed},
+              {"sequences_per_step", emergent::sequences_per_step(config)},
+              {"plateau_length", summary.emergence_step ? nlohmann::json(*summary.emergence_step)
+                                                        : nlohmann::json(nullptr)},
+              {"steps_done", summary.steps_done},
+              {"final_loss", summary.final_loss},
+              {"attention_iou", summary.eval.attention.iou},
+              {"wall_s", summary.wall_seconds}};
           std::ofstream(results_path, std::ios::app) << row.dump() << "\n";
           done[name] = row;
         }

@@ -13,13 +13,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
-#include <functional>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <optional>
-#include <string>
-
 #include <emergent/analysis/attention_patching.hpp>
 #include <emergent/analysis/capability_prompts.hpp>
 #include <emergent/analysis/checkpoint_search.hpp>
@@ -27,6 +20,12 @@
 #include <emergent/io/json.hpp>
 #include <emergent/io/tokenizer.hpp>
 #include <emergent/neox/load_checkpoint.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 namespace emergent::cli {
 
@@ -72,7 +71,8 @@ class PythiaCommands {
     std::unique_ptr<BpeTokenizer> tokenizer;
   };
 
-  // `default_tokenizer` is looked up only when --tokenizer is not given (a suite need not hold one).
+  // `default_tokenizer` is looked up only when --tokenizer is not given (a suite need not hold
+  // one).
   Setup prepare(const std::function<std::filesystem::path()>& default_tokenizer) const {
     Setup s;
     if (!prompt_text_.empty() || !target_text_.empty()) {
@@ -81,7 +81,8 @@ class PythiaCommands {
     } else {
       s.prompt = make_capability_prompt(kind_, prompt_seed_, length_);
     }
-    s.tokenizer = std::make_unique<BpeTokenizer>(tokenizer_.empty() ? default_tokenizer() : std::filesystem::path(tokenizer_));
+    s.tokenizer = std::make_unique<BpeTokenizer>(
+        tokenizer_.empty() ? default_tokenizer() : std::filesystem::path(tokenizer_));
     s.tokens = capability_tokens(*s.tokenizer, s.prompt);
     std::printf("prompt (%s, %zu tokens): \"%s\" -> \"%s\" (token %d)\n", s.prompt.kind.c_str(), s.tokens.prompt.size(),
                 s.prompt.text.c_str(), s.prompt.target.c_str(), s.tokens.target);
@@ -105,8 +106,9 @@ class PythiaCommands {
     return "\"" + tokenizer.decode(ids) + "\"";
   }
   static void print_row(const CheckpointEvaluation& e, const BpeTokenizer& tokenizer) {
-    std::printf("%10lld  %-12s  %10.4f  %-14s  %s\n", (long long)e.step, e.sha256.substr(0, 12).c_str(), e.p_target,
-                token_text(e.greedy, tokenizer).c_str(), e.solved ? "yes" : "no");
+    std::printf("%10lld  %-12s  %10.4f  %-14s  %s\n", (long long)e.step,
+                e.sha256.substr(0, 12).c_str(), e.p_target, token_text(e.greedy, tokenizer).c_str(),
+                e.solved ? "yes" : "no");
   }
 
   static nlohmann::json to_json(const CheckpointEvaluation& e) {
@@ -181,8 +183,9 @@ class PythiaCommands {
     } else {
       require(!pre.empty() && !post.empty(), "pythia patch", "give --pre and --post folders, or --suite with steps");
       default_tokenizer = [pre] {
-        return std::filesystem::exists(pre / "tokenizer.json") ? pre / "tokenizer.json"
-                                                               : pre.parent_path() / "tokenizer.json";
+        return std::filesystem::exists(pre / "tokenizer.json")
+                   ? pre / "tokenizer.json"
+                   : pre.parent_path() / "tokenizer.json";
       };
     }
     const Setup s = prepare(default_tokenizer);

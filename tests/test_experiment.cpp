@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 
 #include <csignal>
-
 #include <emergent/experiment/mixer_catalog.hpp>
 #include <emergent/experiment/result_rows.hpp>
 #include <emergent/experiment/run_id.hpp>
@@ -38,62 +37,100 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
-TEST_CASE("a declared value is checked for type, range and finiteness, naming field and allowed values") {
+TEST_CASE(
+    "a declared value is checked for type, range and finiteness, naming field and allowed values") {
   using emergent::checked_value;
-  const emergent::Parameter lr = emergent::real("lr", 1e-3, emergent::above(0), "peak learning rate");
+  const emergent::Parameter lr =
+      emergent::real("lr", 1e-3, emergent::above(0), "peak learning rate");
   CHECK(checked_value(lr, 0.5, "f").get<double>() == 0.5);
   CHECK(error_of([&] { checked_value(lr, 0.0, "f"); }) ==
         "f: field 'lr' = 0 is not allowed: expected a finite number in (0, inf)");
-  CHECK(contains(error_of([&] { checked_value(lr, std::numeric_limits<double>::infinity(), "f"); }), "'lr' = inf"));
+  CHECK(contains(error_of([&] { checked_value(lr, std::numeric_limits<double>::infinity(), "f"); }),
+                 "'lr' = inf"));
   CHECK(contains(error_of([&] { checked_value(lr, "fast", "f"); }), "'lr' = \"fast\""));
   const emergent::Parameter beta = emergent::real("beta1", 0.9, emergent::from_below(0, 1), "");
-  CHECK(contains(error_of([&] { checked_value(beta, 1.0, "f"); }), "expected a finite number in [0, 1)"));
+  CHECK(contains(error_of([&] { checked_value(beta, 1.0, "f"); }),
+                 "expected a finite number in [0, 1)"));
   const emergent::Parameter steps = emergent::integer("steps", 10, emergent::at_least(1), "");
   CHECK(checked_value(steps, 2.0, "f").get<std::int64_t>() == 2);  // a TOML float that is whole
-  CHECK(contains(error_of([&] { checked_value(steps, 2.5, "f"); }), "expected an integer in [1, inf)"));
+  CHECK(contains(error_of([&] { checked_value(steps, 2.5, "f"); }),
+                 "expected an integer in [1, inf)"));
   CHECK(contains(error_of([&] { checked_value(steps, 0, "f"); }), "'steps' = 0"));
-  const emergent::Parameter schedule = emergent::text("schedule", "constant", {"constant", "cosine"}, "");
-  CHECK(contains(error_of([&] { checked_value(schedule, "linear", "f"); }), "expected one of constant, cosine"));
+  const emergent::Parameter schedule =
+      emergent::text("schedule", "constant", {"constant", "cosine"}, "");
+  CHECK(contains(error_of([&] { checked_value(schedule, "linear", "f"); }),
+                 "expected one of constant, cosine"));
   // command-line text
   CHECK(emergent::parse_value(lr, "1e-3", "--lr").get<double>() == 1e-3);
-  CHECK(contains(error_of([&] { emergent::parse_value(lr, "inf", "--lr"); }), "'inf' is not allowed for --lr"));
+  CHECK(contains(error_of([&] { emergent::parse_value(lr, "inf", "--lr"); }),
+                 "'inf' is not allowed for --lr"));
   CHECK(contains(error_of([&] { emergent::parse_value(steps, "12x", "--steps"); }), "'12x'"));
 }
 
-TEST_CASE("configs resolve from flat settings: the task's defaults, its own parameters, cross-field checks") {
+TEST_CASE(
+    "configs resolve from flat settings: the task's defaults, its own parameters, cross-field "
+    "checks") {
   const emergent::TrainConfig linear = emergent::resolve_config(json{{"S", 8}, {"s", 2}}, "t");
   CHECK(linear.task == "linear-map");
   CHECK(linear.task_params == json{{"S", 8}, {"s", 2}, {"task_seed", 0}});
   CHECK(linear.shape.layers == 1);
   CHECK(linear.shape.vocab == 2);
-  const emergent::TrainConfig ca = emergent::resolve_config(json{{"task", "cellular-automaton"}, {"colours", 5}}, "t");
+  const emergent::TrainConfig ca =
+      emergent::resolve_config(json{{"task", "cellular-automaton"}, {"colours", 5}}, "t");
   CHECK(ca.shape.layers == 4);  // the automaton's default model
   CHECK(ca.shape.vocab == 5);   // the task's vocabulary
   CHECK(emergent::sequence_tokens(ca) == 16 * 16);
   // round trip through config.json's object
-  const emergent::TrainConfig again = emergent::train_config_from_json(emergent::to_json(linear), "config.json");
+  const emergent::TrainConfig again =
+      emergent::train_config_from_json(emergent::to_json(linear), "config.json");
   CHECK(emergent::to_json(again) == emergent::to_json(linear));
 
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"task", "cellular-automaton"}, {"s", 3}}, "t"); }),
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"task", "cellular-automaton"}, {"s", 3}}, "t");
+                 }),
                  "field 's' is a parameter of task linear-map, not of cellular-automaton"));
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"lrr", 0.1}}, "t"); }), "unknown field 'lrr'"));
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"task", "dyck"}}, "t"); }),
-                 "field 'task' = 'dyck' is not allowed: expected one of linear-map, cellular-automaton"));
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"S", 4}, {"s", 5}}, "t"); }),
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"lrr", 0.1}}, "t");
+                 }),
+                 "unknown field 'lrr'"));
+  CHECK(contains(
+      error_of([&] {
+        emergent::resolve_config(json{{"task", "dyck"}}, "t");
+      }),
+      "field 'task' = 'dyck' is not allowed: expected one of linear-map, cellular-automaton"));
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"S", 4}, {"s", 5}}, "t");
+                 }),
                  "t: task linear-map"));  // s <= S, the task's own check
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"mixer", "mamba"}, {"bias", 5}}, "t"); }),
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"mixer", "mamba"}, {"bias", 5}}, "t");
+                 }),
                  "field 'bias' = 5 is not allowed for mixer mamba"));
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"heads", 3}}, "t"); }), "must divide d_model = 128"));
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"mixer", "mamba"}, {"heads", 4}}, "t"); }),
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"heads", 3}}, "t");
+                 }),
+                 "must divide d_model = 128"));
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"mixer", "mamba"}, {"heads", 4}}, "t");
+                 }),
                  "field 'heads' = 4 is not allowed for mixer mamba: it has no heads"));
-  CHECK(emergent::resolve_config(json{{"mixer", "gated_deltanet"}, {"heads", 4}}, "t").shape.heads == 4);
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"S", 16}, {"max_len", 10}}, "t"); }),
+  CHECK(
+      emergent::resolve_config(json{{"mixer", "gated_deltanet"}, {"heads", 4}}, "t").shape.heads ==
+      4);
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"S", 16}, {"max_len", 10}}, "t");
+                 }),
                  "need max_len >= 31"));
-  CHECK(contains(error_of([&] { emergent::resolve_config(json{{"batch_tokens", 8}}, "t"); }), "'batch_tokens' = 8"));
+  CHECK(contains(error_of([&] {
+                   emergent::resolve_config(json{{"batch_tokens", 8}}, "t");
+                 }),
+                 "'batch_tokens' = 8"));
   // config.json must be complete
   json partial = emergent::to_json(linear);
   partial.erase("beta2");
@@ -104,8 +141,10 @@ TEST_CASE("configs resolve from flat settings: the task's defaults, its own para
 TEST_CASE("no two groups declare one name, and tasks that share a name share its type") {
   std::map<std::string, emergent::ParameterType> types;
   std::set<std::string> common;
-  for (const emergent::Parameter& p : emergent::model_parameters()) CHECK(common.insert(p.name).second);
-  for (const emergent::TrainingField& f : emergent::training_fields()) CHECK(common.insert(f.parameter.name).second);
+  for (const emergent::Parameter& p : emergent::model_parameters())
+    CHECK(common.insert(p.name).second);
+  for (const emergent::TrainingField& f : emergent::training_fields())
+    CHECK(common.insert(f.parameter.name).second);
   for (const emergent::TaskDeclaration& t : emergent::task_registry())
     for (const emergent::Parameter& p : t.parameters) {
       CAPTURE(p.name);
@@ -116,35 +155,43 @@ TEST_CASE("no two groups declare one name, and tasks that share a name share its
 }
 
 TEST_CASE("the mixer catalog matches the mixer types") {
-  constexpr emergent::Shape s{.vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
+  constexpr emergent::Shape s{
+      .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
   const auto check = [](const std::string& name, std::string_view type_name, bool keeps_attention) {
     const emergent::MixerInfo& info = emergent::find_mixer(name, "test");
     CHECK(type_name == name);
     CHECK(info.takes_attention_bias == keeps_attention);
   };
   // uses_heads: the parameter count changes with heads exactly for the mixers that read them
-  constexpr emergent::Shape two{.vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
-  constexpr emergent::Shape four{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 16, .max_len = 8};
-  CHECK(emergent::find_mixer("gated_deltanet", "t").uses_heads ==
-        (emergent::GatedDeltaNet<two>::layout.total != emergent::GatedDeltaNet<four>::layout.total));
+  constexpr emergent::Shape two{
+      .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
+  constexpr emergent::Shape four{
+      .vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 16, .max_len = 8};
+  CHECK(
+      emergent::find_mixer("gated_deltanet", "t").uses_heads ==
+      (emergent::GatedDeltaNet<two>::layout.total != emergent::GatedDeltaNet<four>::layout.total));
   CHECK(emergent::find_mixer("mamba", "t").uses_heads ==
         (emergent::Mamba<two>::layout.total != emergent::Mamba<four>::layout.total));
   CHECK(emergent::find_mixer("rwkv", "t").uses_heads ==
         (emergent::Rwkv<two>::layout.total != emergent::Rwkv<four>::layout.total));
   CHECK(emergent::find_mixer("mlp_mixer", "t").uses_heads ==
         (emergent::MlpMixer<two>::layout.total != emergent::MlpMixer<four>::layout.total));
-  check("dot_attention", emergent::DotAttention<s>::name, emergent::KeepsAttention<emergent::DotAttention<s>>);
+  check("dot_attention", emergent::DotAttention<s>::name,
+        emergent::KeepsAttention<emergent::DotAttention<s>>);
   check("mlp_mixer", emergent::MlpMixer<s>::name, emergent::KeepsAttention<emergent::MlpMixer<s>>);
   check("mamba", emergent::Mamba<s>::name, emergent::KeepsAttention<emergent::Mamba<s>>);
-  check("gated_deltanet", emergent::GatedDeltaNet<s>::name, emergent::KeepsAttention<emergent::GatedDeltaNet<s>>);
+  check("gated_deltanet", emergent::GatedDeltaNet<s>::name,
+        emergent::KeepsAttention<emergent::GatedDeltaNet<s>>);
   check("rwkv", emergent::Rwkv<s>::name, emergent::KeepsAttention<emergent::Rwkv<s>>);
   CHECK(emergent::mixer_catalog().size() == 5);
 }
 
 TEST_CASE("a sweep expands blocks as cartesian products, zips and seeds, in a fixed order") {
-  const json sweep = {{"base", {{"steps", 100}}},
-                      {"grid", json::array({json{{"S", {8, 16}}, {"s", {1, 3}}, {"seeds", 2}},
-                                            json{{"S", 32}, {"zip", {{"d_model", {128, 128}}, {"heads", {32, 1}}}}}})}};
+  const json sweep = {
+      {"base", {{"steps", 100}}},
+      {"grid",
+       json::array({json{{"S", {8, 16}}, {"s", {1, 3}}, {"seeds", 2}},
+                    json{{"S", 32}, {"zip", {{"d_model", {128, 128}}, {"heads", {32, 1}}}}}})}};
   const std::vector<emergent::SweepRun> runs = emergent::expand_sweep(sweep, "f");
   REQUIRE(runs.size() == 10);
   CHECK(runs[0].settings == json{{"steps", 100}, {"S", 8}, {"s", 1}, {"seed", 0}});
@@ -154,18 +201,24 @@ TEST_CASE("a sweep expands blocks as cartesian products, zips and seeds, in a fi
   CHECK(runs[8].settings == json{{"steps", 100}, {"S", 32}, {"d_model", 128}, {"heads", 32}});
   CHECK(runs[9].settings["heads"] == 1);
   CHECK(runs[9].origin == "f: grid block 2");
-  CHECK(contains(error_of([&] { emergent::expand_sweep(json{{"grd", json::array()}}, "f"); }), "unknown top-level key 'grd'"));
   CHECK(contains(error_of([&] {
-                   emergent::expand_sweep(json{{"grid", {{{"zip", {{"a", {1, 2}}, {"b", {1}}}}}}}}, "f");
+                   emergent::expand_sweep(json{{"grd", json::array()}}, "f");
                  }),
-                 "zip field 'b' has 1 values"));
+                 "unknown top-level key 'grd'"));
+  CHECK(contains(
+      error_of([&] {
+        emergent::expand_sweep(json{{"grid", {{{"zip", {{"a", {1, 2}}, {"b", {1}}}}}}}}, "f");
+      }),
+      "zip field 'b' has 1 values"));
   CHECK(emergent::expand_sweep(json{{"base", {{"S", 4}}}}, "f").size() == 1);
 }
 
-TEST_CASE("sweep files in TOML and JSON read the same, and TOML's inf stays visible to the checks") {
+TEST_CASE(
+    "sweep files in TOML and JSON read the same, and TOML's inf stays visible to the checks") {
   const auto dir = std::filesystem::temp_directory_path() / "emergent_test_sweep_file";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "a.toml") << "[base]\nsteps = 10\nbias = inf\n[[grid]]\nS = [4, 6]\nzip = { d_model = [32, 64], heads = [4, 8] }\n";
+  std::ofstream(dir / "a.toml") << "[base]\nsteps = 10\nbias = inf\n[[grid]]\nS = [4, 6]\nzip = { "
+                                   "d_model = [32, 64], heads = [4, 8] }\n";
   std::ofstream(dir / "a.json")
       << R"({"base": {"steps": 10, "bias": "inf"}, "grid": [{"S": [4, 6], "zip": {"d_model": [32, 64], "heads": [4, 8]}}]})";
   const json toml = emergent::read_sweep_file(dir / "a.toml");
@@ -181,11 +234,13 @@ TEST_CASE("sweep files in TOML and JSON read the same, and TOML's inf stays visi
   CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "outside.toml"); }),
                  "outside.toml:3:1: a non-ASCII character outside a comment or a string"));
   std::ofstream(dir / "multiline.toml") << "s = \"\"\"\\\n\xc2\xa7\"\"\"\n";
-  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "multiline.toml"); }), "in a multi-line string"));
+  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "multiline.toml"); }),
+                 "in a multi-line string"));
   // malformed table headers that broke a toml++ 3.3 parser precondition (found by fuzzing)
   for (const char* header : {"[&base]\n", "[[[1]]]\n", "[[=\n"}) {
     std::ofstream(dir / "header.toml") << header;
-    CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "header.toml"); }), "not valid TOML"));
+    CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "header.toml"); }),
+                   "not valid TOML"));
   }
   std::filesystem::remove_all(dir);
 }
@@ -194,7 +249,8 @@ TEST_CASE("run ids are stable and differ with any setting") {
   const json a = emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"));
   json b = a;
   b["seed"] = 1;
-  CHECK(emergent::run_id(a) == emergent::run_id(emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"))));
+  CHECK(emergent::run_id(a) ==
+        emergent::run_id(emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"))));
   CHECK(emergent::run_id(a) != emergent::run_id(b));
   CHECK(emergent::run_id(a).size() == 12);
 }
@@ -225,7 +281,9 @@ TEST_CASE("shards split a sweep deterministically and cover it once") {
     CHECK(contains(error_of([&] { emergent::parse_shard(bad, "--shard"); }), "is not a shard"));
 }
 
-TEST_CASE("a result row that does not fit (a file-size limit, as a full disk) fails cleanly and keeps every row") {
+TEST_CASE(
+    "a result row that does not fit (a file-size limit, as a full disk) fails cleanly and keeps "
+    "every row") {
   const auto path = std::filesystem::temp_directory_path() / "emergent_test_rows_full.jsonl";
   std::filesystem::remove(path);
   emergent::append_row(path, json{{"id", "a"}});
@@ -237,7 +295,9 @@ TEST_CASE("a result row that does not fit (a file-size limit, as a full disk) fa
   struct rlimit small = old;
   small.rlim_cur = static_cast<rlim_t>(size + 10);
   REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
-  const std::string message = error_of([&] { emergent::append_row(path, json{{"id", std::string(100, 'c')}}); });
+  const std::string message = error_of([&] {
+    emergent::append_row(path, json{{"id", std::string(100, 'c')}});
+  });
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   CAPTURE(message);

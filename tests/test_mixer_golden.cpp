@@ -15,15 +15,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <string>
-#include <vector>
-
 #include <emergent/io/safetensors.hpp>
 #include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/mixers/mamba.hpp>
 #include <emergent/mixers/mlp_mixer.hpp>
 #include <emergent/mixers/rwkv.hpp>
 #include <emergent/mixers/rwkv_channel_mix.hpp>
+#include <string>
+#include <vector>
 
 #include "mixer_suite.hpp"
 
@@ -37,7 +36,8 @@ using mixer_suite::FastRun;
 using mixer_suite::run_fast;
 
 // The fixtures' sizes (make_mixer_golden.py): B = 2, T = 21, D = 16, 2 heads, d_ff 24, max_len 24.
-constexpr emergent::Shape kGoldenShape{.vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 24, .max_len = 24};
+constexpr emergent::Shape kGoldenShape{
+    .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 24, .max_len = 24};
 constexpr int kBatch = 2, kLength = 21;
 
 double relative_error(const std::vector<double>& ours, const std::vector<float>& theirs) {
@@ -59,14 +59,18 @@ std::vector<double> as_double(const std::vector<Real>& v) {
 template <class Mixer>
 void check_against_fixture(const std::string& file, double tolerance) {
   using Real = typename Mixer::Real;
-  const emergent::SafetensorsFile fixture(std::string(EMERGENT_SOURCE_DIR) + "/tests/golden/mixers/" + file);
-  const auto to_real = [](const std::vector<float>& v) { return std::vector<Real>(v.begin(), v.end()); };
+  const emergent::SafetensorsFile fixture(std::string(EMERGENT_SOURCE_DIR) +
+                                          "/tests/golden/mixers/" + file);
+  const auto to_real = [](const std::vector<float>& v) {
+    return std::vector<Real>(v.begin(), v.end());
+  };
   std::vector<Real> params(Mixer::layout.total, Real(0));
   for (std::size_t k = 0; k < Mixer::layout.count; ++k) {
     const emergent::TensorSpec& spec = Mixer::layout.specs[k];
     const std::vector<float> values = fixture.read_f32("param." + std::string(spec.name));
     REQUIRE_MESSAGE(values.size() == spec.size(), std::string(spec.name));
-    std::copy(values.begin(), values.end(), params.begin() + static_cast<std::ptrdiff_t>(Mixer::layout.offsets[k]));
+    std::copy(values.begin(), values.end(),
+              params.begin() + static_cast<std::ptrdiff_t>(Mixer::layout.offsets[k]));
   }
   const std::vector<Real> x = to_real(fixture.read_f32("x")), dy = to_real(fixture.read_f32("dy"));
   const FastRun<Mixer> run = run_fast<Mixer>(params, x, dy, kBatch, kLength);
@@ -86,7 +90,8 @@ void check_against_fixture(const std::string& file, double tolerance) {
     CHECK(error < tolerance);
     worst = std::max(worst, error);
   }
-  if (std::getenv("EMERGENT_REPORT_ERRORS")) MESSAGE(file << " (" << sizeof(Real) * 8 << "-bit): worst relative error " << worst);
+  if (std::getenv("EMERGENT_REPORT_ERRORS"))
+    MESSAGE(file << " (" << sizeof(Real) * 8 << "-bit): worst relative error " << worst);
 }
 
 template <template <emergent::Shape, class> class Mixer>
@@ -113,6 +118,7 @@ TEST_CASE("RWKV-4 channel mixing against transformers' RwkvFeedForward") {
   check_both<emergent::RwkvChannelMix>("rwkv_channel.safetensors");
 }
 
-TEST_CASE("Gated DeltaNet against transformers' gated delta rule and gated RMSNorm in FLA's layer") {
+TEST_CASE(
+    "Gated DeltaNet against transformers' gated delta rule and gated RMSNorm in FLA's layer") {
   check_both<emergent::GatedDeltaNet>("gated_deltanet.safetensors", 10);
 }

@@ -431,15 +431,18 @@ TEST_CASE("checkpoint file names: only step_<digits>.safetensors counts, .tmp le
 // CompiledModel<Net> whose gradient of one tensor turns NaN at one step, as a diverging run's.
 class PoisonedGradient final : public emergent::TrainableModel {
  public:
-  PoisonedGradient(std::int64_t bad_step, std::string tensor) : bad_step_(bad_step), tensor_(std::move(tensor)) {}
+  PoisonedGradient(std::int64_t bad_step, std::string tensor)
+      : bad_step_(bad_step), tensor_(std::move(tensor)) {}
   std::string mixer() const override { return model_.mixer(); }
   Shape shape() const override { return model_.shape(); }
   bool takes_attention_bias() const override { return model_.takes_attention_bias(); }
   std::size_t parameter_count() const override { return model_.parameter_count(); }
   std::vector<emergent::ParameterTensor> tensors() const override { return model_.tensors(); }
-  void init(std::span<float> params, std::uint64_t seed) const override { model_.init(params, seed); }
-  double step(std::span<const float> params, std::span<float> grads, const emergent::ForwardInput& in,
-              int threads) override {
+  void init(std::span<float> params, std::uint64_t seed) const override {
+    model_.init(params, seed);
+  }
+  double step(std::span<const float> params, std::span<float> grads,
+              const emergent::ForwardInput& in, int threads) override {
     const double loss = model_.step(params, grads, in, threads);
     if (steps_++ == bad_step_)
       for (const auto& t : model_.tensors())
@@ -447,13 +450,16 @@ class PoisonedGradient final : public emergent::TrainableModel {
     return loss;
   }
   double weighted_mean(std::span<const float> w) const override { return model_.weighted_mean(w); }
-  double weighted_accuracy(std::span<const float> w) const override { return model_.weighted_accuracy(w); }
+  double weighted_accuracy(std::span<const float> w) const override {
+    return model_.weighted_accuracy(w);
+  }
   emergent::AttentionAnalysis analyse_last_step(const emergent::SequenceTask& task,
                                                 std::span<const float> target) const override {
     return model_.analyse_last_step(task, target);
   }
-  emergent::EvalResult evaluate(std::span<const float> params, const emergent::SequenceTask& task, std::uint64_t seed,
-                                int batch, float bias, std::vector<std::int32_t>* inputs,
+  emergent::EvalResult evaluate(std::span<const float> params, const emergent::SequenceTask& task,
+                                std::uint64_t seed, int batch, float bias,
+                                std::vector<std::int32_t>* inputs,
                                 std::vector<std::int32_t>* targets) const override {
     return model_.evaluate(params, task, seed, batch, bias, inputs, targets);
   }
@@ -464,15 +470,19 @@ class PoisonedGradient final : public emergent::TrainableModel {
   std::string tensor_;
 };
 
-TEST_CASE("trainer: a non-finite gradient stops the run at that step, naming the tensor; checkpoints stay good") {
+TEST_CASE(
+    "trainer: a non-finite gradient stops the run at that step, naming the tensor; checkpoints "
+    "stay good") {
   ThreadCountGuard guard;
   TempDir dir("not_finite");
   emergent::RunTrainer trainer(small_config(40), dir.path,
-                               std::make_unique<PoisonedGradient>(15, "layers.0.mlp.fc.weight"), false);
+                               std::make_unique<PoisonedGradient>(15, "layers.0.mlp.fc.weight"),
+                               false);
   const std::string message = error_of([&] { trainer.run(); });
   CAPTURE(message);
   CHECK(contains(message, "training stopped at step 15: the gradient norm is nan"));
-  CHECK(contains(message, "the first tensor whose gradient is not finite is 'layers.0.mlp.fc.weight'"));
+  CHECK(contains(message,
+                 "the first tensor whose gradient is not finite is 'layers.0.mlp.fc.weight'"));
   CHECK(contains(message, "The last good checkpoint is step_000010.safetensors"));
   CHECK(fs::exists(emergent::checkpoint_path(dir.path, 10)));
   CHECK_FALSE(fs::exists(emergent::checkpoint_path(dir.path, 20)));

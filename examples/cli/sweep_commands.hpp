@@ -26,15 +26,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <map>
-#include <mutex>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <string>
-#include <thread>
-#include <vector>
-
 #include <emergent/experiment/result_rows.hpp>
 #include <emergent/experiment/run_id.hpp>
 #include <emergent/experiment/shard.hpp>
@@ -43,6 +34,14 @@
 #include <emergent/io/text_file.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/run_lock.hpp>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "train_commands.hpp"
 
@@ -67,7 +66,8 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     if (!settings.contains("threads")) settings["threads"] = 1;
     std::string label;
     for (const auto& [key, value] : r.settings.items())
-      if (seen[key].size() > 1 || runs.size() == 1) label += (label.empty() ? "" : " ") + key + "=" + value.dump();
+      if (seen[key].size() > 1 || runs.size() == 1)
+        label += (label.empty() ? "" : " ") + key + "=" + value.dump();
     TrainConfig c = resolve_config(settings, r.origin + ", run {" + label + "}");
     resolve_max_len(c);
     const nlohmann::json config = to_json(c);
@@ -91,7 +91,8 @@ inline std::vector<nlohmann::json> collected_rows(const std::filesystem::path& d
         const std::string id = row.at("id").get<std::string>();
         if (by_id.count(id))
           require(by_id[id] == row, entry.path().string(),
-                  "run " + id + " has a different row in " + source[id] + " (runs are deterministic: investigate)");
+                  "run " + id + " has a different row in " + source[id] +
+                      " (runs are deterministic: investigate)");
         source[id] = entry.path().string();
         by_id[id] = std::move(row);
       }
@@ -113,9 +114,13 @@ inline nlohmann::json read_sweep_plan(const std::filesystem::path& dir) {
 
 inline std::string duration_text(double seconds) {
   char text[32];
-  if (seconds < 120) std::snprintf(text, sizeof text, "%.0fs", seconds);
-  else if (seconds < 7200) std::snprintf(text, sizeof text, "%.0fm%02.0fs", std::floor(seconds / 60), std::fmod(seconds, 60));
-  else std::snprintf(text, sizeof text, "%.1fh", seconds / 3600);
+  if (seconds < 120)
+    std::snprintf(text, sizeof text, "%.0fs", seconds);
+  else if (seconds < 7200)
+    std::snprintf(text, sizeof text, "%.0fm%02.0fs", std::floor(seconds / 60),
+                  std::fmod(seconds, 60));
+  else
+    std::snprintf(text, sizeof text, "%.1fh", seconds / 3600);
   return text;
 }
 
@@ -129,15 +134,19 @@ inline int available_cores() {
 class SweepCommands {
  public:
   explicit SweepCommands(CLI::App& app) {
-    sweep_ = app.add_subcommand("sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
+    sweep_ = app.add_subcommand(
+        "sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
     sweep_->add_option("file", file_, "sweep file (.toml or .json)");
     sweep_->add_option("--out", out_, "sweep folder");
     sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run)");
-    sweep_->add_option("--shard", shard_, "I/N: run only this share (default: the Slurm array task's, else 0/1)");
+    sweep_->add_option("--shard", shard_,
+                       "I/N: run only this share (default: the Slurm array task's, else 0/1)");
     sweep_->add_flag("--quiet", quiet_, "no progress line");
-    status_ = sweep_->add_subcommand("status", "done, running and left runs of a sweep folder, with an ETA");
+    status_ = sweep_->add_subcommand("status",
+                                     "done, running and left runs of a sweep folder, with an ETA");
     collect_ = sweep_->add_subcommand("collect", "merge every shard's rows into DIR/results.jsonl");
-    summarize_ = sweep_->add_subcommand("summarize", "seed-ensemble statistics of the finished runs, per group");
+    summarize_ = sweep_->add_subcommand("summarize",
+                                        "seed-ensemble statistics of the finished runs, per group");
     for (CLI::App* command : {status_, collect_, summarize_})
       command->add_option("dir", dir_, "sweep folder")->required();
     summarize_->add_option("--by", by_, "config fields to group by, e.g. S,s")->delimiter(',');
@@ -161,12 +170,15 @@ class SweepCommands {
     const Shard shard = shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
     std::filesystem::create_directories(dir / "rows");
     std::filesystem::create_directories(dir / "runs");
-    nlohmann::json plan = {{"sweep_file", std::filesystem::absolute(file_).string()}, {"runs", nlohmann::json::array()}};
-    for (const PlannedRun& r : runs) plan["runs"].push_back({{"id", r.id}, {"label", r.label}, {"config", r.config}});
+    nlohmann::json plan = {{"sweep_file", std::filesystem::absolute(file_).string()},
+                           {"runs", nlohmann::json::array()}};
+    for (const PlannedRun& r : runs)
+      plan["runs"].push_back({{"id", r.id}, {"label", r.label}, {"config", r.config}});
     write_text_atomically(dir / "sweep.json", plan.dump(1) + "\n");
 
     std::set<std::string> done;
-    for (const nlohmann::json& row : collected_rows(dir, plan["runs"])) done.insert(row.at("id").get<std::string>());
+    for (const nlohmann::json& row : collected_rows(dir, plan["runs"]))
+      done.insert(row.at("id").get<std::string>());
     std::vector<const PlannedRun*> todo;
     std::size_t mine = 0;
     for (std::size_t i = 0; i < runs.size(); ++i)
@@ -177,8 +189,8 @@ class SweepCommands {
     int threads = 1;
     for (const PlannedRun& r : runs) threads = std::max(threads, r.config.at("threads").get<int>());
     const int jobs = jobs_ > 0 ? jobs_ : std::max(1, available_cores() / threads);
-    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %d at a time\n", file_.c_str(),
-                 runs.size(), mine, shard.name().c_str(), todo.size(), jobs);
+    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %d at a time\n",
+                 file_.c_str(), runs.size(), mine, shard.name().c_str(), todo.size(), jobs);
 
     char self[4096] = {};
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -206,7 +218,8 @@ class SweepCommands {
         std::lock_guard lock(mutex);
         if (error.empty()) {
           ++finished;
-          finished_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - run_started).count();
+          finished_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - run_started).count();
         } else {
           ++failed;
           failures.push_back(error);
@@ -215,7 +228,8 @@ class SweepCommands {
       }
     };
     std::vector<std::thread> pool;
-    for (int j = 0; j < std::min<int>(jobs, static_cast<int>(todo.size())); ++j) pool.emplace_back(worker);
+    for (int j = 0; j < std::min<int>(jobs, static_cast<int>(todo.size())); ++j)
+      pool.emplace_back(worker);
     for (int tick = 1; finished + failed < todo.size(); ++tick) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (quiet_ || tick % 5 != 0) continue;  // a progress line every second
@@ -223,28 +237,36 @@ class SweepCommands {
       const std::size_t complete = finished.load();
       const double per_run = complete ? finished_seconds / double(complete) : 0;
       const std::size_t left = todo.size() - complete - failed;
-      std::fprintf(stderr, "\rsweep: %zu/%zu done, %zu running, %zu left, %zu failed, %s elapsed, ETA %s   ",
-                   mine - todo.size() + complete, mine, running.load(), left - running, failed.load(),
-                   duration_text(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()).c_str(),
-                   complete ? duration_text(per_run * double(left) / double(std::max<std::size_t>(1, std::min<std::size_t>(jobs, left)))).c_str()
-                            : "?");
+      std::fprintf(
+          stderr, "\rsweep: %zu/%zu done, %zu running, %zu left, %zu failed, %s elapsed, ETA %s   ",
+          mine - todo.size() + complete, mine, running.load(), left - running, failed.load(),
+          duration_text(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count())
+              .c_str(),
+          complete
+              ? duration_text(per_run * double(left) /
+                              double(std::max<std::size_t>(1, std::min<std::size_t>(jobs, left))))
+                    .c_str()
+              : "?");
     }
     for (std::thread& t : pool) t.join();
     if (!quiet_) std::fprintf(stderr, "\n");
-    std::fprintf(stderr, "sweep: %zu of %zu runs of %s done, %zu failed\n", mine - todo.size() + finished, mine,
-                 shard.name().c_str(), failed.load());
+    std::fprintf(stderr, "sweep: %zu of %zu runs of %s done, %zu failed\n",
+                 mine - todo.size() + finished, mine, shard.name().c_str(), failed.load());
     return failed > 0 ? 1 : 0;
   }
 
   // Trains one run in a child process and returns its result row.
-  static nlohmann::json run_one(const char* self, const std::filesystem::path& dir, const PlannedRun& r) {
+  static nlohmann::json run_one(const char* self, const std::filesystem::path& dir,
+                                const PlannedRun& r) {
     const std::filesystem::path run_dir = dir / "runs" / r.id;
     std::filesystem::create_directories(run_dir);
     if (!std::filesystem::exists(run_dir / "config.json"))
       write_text_atomically(run_dir / "config.json", r.config.dump(2) + "\n");
     const std::string config = (run_dir / "config.json").string(), out = run_dir.string(),
                       log = (run_dir / "train.log").string();
-    const char* argv[] = {self, "train", "--config", config.c_str(), "--out", out.c_str(), "--quiet", nullptr};
+    const char* argv[] = {self,    "train",     "--config", config.c_str(),
+                          "--out", out.c_str(), "--quiet",  nullptr};
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     require(pid >= 0, r.id, "cannot start a training process");
@@ -272,7 +294,8 @@ class SweepCommands {
     const std::filesystem::path dir = dir_;
     const nlohmann::json plan = read_sweep_plan(dir);
     std::set<std::string> done;
-    for (const nlohmann::json& row : collected_rows(dir, plan["runs"])) done.insert(row.at("id").get<std::string>());
+    for (const nlohmann::json& row : collected_rows(dir, plan["runs"]))
+      done.insert(row.at("id").get<std::string>());
     std::size_t finished = 0, started = 0, left = 0;
     double seconds = 0;
     int timed = 0;
@@ -294,15 +317,16 @@ class SweepCommands {
       }
     }
     const std::size_t total = plan["runs"].size();
-    std::printf("%s: %zu runs: %zu done, %zu running, %zu left (%zu of them started)\n", dir.c_str(), total, finished,
-                running.size(), left, started);
+    std::printf("%s: %zu runs: %zu done, %zu running, %zu left (%zu of them started)\n",
+                dir.c_str(), total, finished, running.size(), left, started);
     for (const std::string& r : running) std::printf("  running %s\n", r.c_str());
     if (timed > 0 && finished < total) {
       const double per_run = seconds / timed;
       const double concurrency = std::max<double>(1, double(running.size()));
       std::printf("ETA %s (%.1f s per finished run, %zu at a time%s)\n",
-                  duration_text(per_run * double(left + running.size()) / concurrency).c_str(), per_run,
-                  std::max<std::size_t>(1, running.size()), running.empty() ? ", none running now" : "");
+                  duration_text(per_run * double(left + running.size()) / concurrency).c_str(),
+                  per_run, std::max<std::size_t>(1, running.size()),
+                  running.empty() ? ", none running now" : "");
     }
     return 0;
   }
@@ -314,7 +338,8 @@ class SweepCommands {
     std::string text;
     for (const nlohmann::json& row : rows) text += row.dump() + "\n";
     write_text_atomically(dir / "results.jsonl", text);
-    std::printf("%s: %zu rows of %zu runs\n", (dir / "results.jsonl").c_str(), rows.size(), plan["runs"].size());
+    std::printf("%s: %zu rows of %zu runs\n", (dir / "results.jsonl").c_str(), rows.size(),
+                plan["runs"].size());
     return 0;
   }
 
@@ -324,7 +349,8 @@ class SweepCommands {
     const std::vector<nlohmann::json> rows = collected_rows(dir, plan["runs"]);
     require(!rows.empty(), dir.string(), "has no finished runs yet");
     const nlohmann::json groups = summarize_rows(rows, by_, dir.string());
-    std::printf("%zu finished runs of %zu\n%s", rows.size(), plan["runs"].size(), summary_table(groups).c_str());
+    std::printf("%zu finished runs of %zu\n%s", rows.size(), plan["runs"].size(),
+                summary_table(groups).c_str());
     if (!json_.empty()) write_text_atomically(json_, groups.dump(2) + "\n");
     return 0;
   }

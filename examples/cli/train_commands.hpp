@@ -9,13 +9,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/train/config.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <emergent/io/safetensors.hpp>
-#include <emergent/train/config.hpp>
 
 #include "../registry/registry.hpp"
 #include "../registry/run_entry.hpp"
@@ -41,7 +40,8 @@ inline std::vector<Parameter> all_declared_parameters() {
 
 // The max_len of a config with max_len 0, as the registry resolves it.
 inline void resolve_max_len(TrainConfig& c) {
-  if (c.shape.max_len == 0) c.shape.max_len = automatic_max_len(c.mixer, c.shape, sequence_tokens(c) - 1);
+  if (c.shape.max_len == 0)
+    c.shape.max_len = automatic_max_len(c.mixer, c.shape, sequence_tokens(c) - 1);
 }
 
 inline std::string optional_step(const std::optional<std::int64_t>& v) {
@@ -51,8 +51,8 @@ inline std::string optional_step(const std::optional<std::int64_t>& v) {
 inline std::string attention_iou_text(const AttentionAnalysis& a) {
   if (!a.available) return "n/a (no attention)";
   char text[96];
-  std::snprintf(text, sizeof text, "%.3f above chance (best head per row %.3f, chance %.3f)", a.iou_above_chance, a.iou,
-                a.iou_chance);
+  std::snprintf(text, sizeof text, "%.3f above chance (best head per row %.3f, chance %.3f)",
+                a.iou_above_chance, a.iou, a.iou_chance);
   return text;
 }
 
@@ -60,9 +60,12 @@ class TrainCommands {
  public:
   // `compiler_info`: the build's shape_compiler.json (empty: this program cannot compile shapes,
   // as in a program that was itself compiled on demand).
-  TrainCommands(CLI::App& app, std::string compiler_info) : compiler_info_(std::move(compiler_info)) {
-    train_ = app.add_subcommand("train", "train one run into a run folder (resumes if it has checkpoints)");
-    train_->add_option("--config", config_file_, "start from this config.json (flags override its fields)");
+  TrainCommands(CLI::App& app, std::string compiler_info)
+      : compiler_info_(std::move(compiler_info)) {
+    train_ = app.add_subcommand("train",
+                                "train one run into a run folder (resumes if it has checkpoints)");
+    train_->add_option("--config", config_file_,
+                       "start from this config.json (flags override its fields)");
     for (const Parameter& p : all_declared_parameters()) {
       std::string help = p.help + " (" + allowed_values(p) + ")";
       train_->add_option(p.flag(), written_[p.name], help);
@@ -74,7 +77,8 @@ class TrainCommands {
     eval_ = app.add_subcommand("eval", "losses of a checkpoint on a deterministic held-out batch");
     eval_->add_option("--checkpoint", checkpoint_, "step_NNNNNN.safetensors of a run")->required();
     eval_->add_option("--batch", eval_batch_, "sequences")->capture_default_str();
-    eval_->add_option("--write-batch", write_batch_, "write the batch (inputs, targets) as JSON to this file");
+    eval_->add_option("--write-batch", write_batch_,
+                      "write the batch (inputs, targets) as JSON to this file");
   }
 
   bool selected() const { return train_->parsed() || eval_->parsed(); }
@@ -94,7 +98,8 @@ class TrainCommands {
       EvalRequest request;
       request.checkpoint = checkpoint_;
       try {
-        request.config = train_config_from_json(nlohmann::json::parse(it->second), checkpoint_ + ": config");
+        request.config =
+            train_config_from_json(nlohmann::json::parse(it->second), checkpoint_ + ": config");
       } catch (const nlohmann::json::exception& e) {
         throw Error(checkpoint_ + ": metadata field 'config' is not valid JSON");
       }
@@ -103,8 +108,9 @@ class TrainCommands {
       const ShapeEntry* entry = find_compiled(request.config.mixer, request.config.shape);
       if (!entry) run_compiled_shape(request.config.mixer, request.config.shape, argc, argv);
       const EvalResult r = eval_entry(*entry, request);
-      std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %s\n", r.loss, r.predictable_loss,
-                  r.predictable_accuracy, attention_iou_text(r.attention).c_str());
+      std::printf("loss %.6f  learnable-part loss %.6f  accuracy %.4f  attention IoU %s\n", r.loss,
+                  r.predictable_loss, r.predictable_accuracy,
+                  attention_iou_text(r.attention).c_str());
       for (std::size_t l = 0; l < r.attention.entropy.size(); ++l) {
         std::printf("layer %zu head entropy:", l);
         for (double e : r.attention.entropy[l]) std::printf(" %.3f", e);
@@ -116,7 +122,8 @@ class TrainCommands {
  private:
   // The flat settings given: --config's fields, then each flag given.
   nlohmann::json given() const {
-    nlohmann::json j = config_file_.empty() ? nlohmann::json::object() : read_json_file(config_file_);
+    nlohmann::json j =
+        config_file_.empty() ? nlohmann::json::object() : read_json_file(config_file_);
     require(j.is_object(), config_file_, "expected a JSON object of settings");
     for (const Parameter& p : parameters_) {
       const std::string& value = written_.at(p.name);
@@ -127,7 +134,8 @@ class TrainCommands {
 
   // Not in this program's registry: compile it (or take it from the cache) and run the same
   // command there. Does not return.
-  [[noreturn]] void run_compiled_shape(const std::string& mixer, const Shape& shape, int argc, char** argv) const {
+  [[noreturn]] void run_compiled_shape(const std::string& mixer, const Shape& shape, int argc,
+                                       char** argv) const {
     require(!compiler_info_.empty(), describe(mixer, shape),
             "is not compiled into this program, which cannot compile shapes itself");
     const std::filesystem::path program = compiled_shape_program(compiler_info_, mixer, shape);
@@ -135,11 +143,16 @@ class TrainCommands {
   }
 
   static void print_summary(const RunSummary& s) {
-    std::printf("steps %lld  loss %.4f  emergence metric %.4f  emergence_step %s  midpoint_step %s  solved_step %s\n",
-                (long long)s.steps_done, s.final_loss, s.final_metric, optional_step(s.emergence_step).c_str(),
-                optional_step(s.midpoint_step).c_str(), optional_step(s.solved_step).c_str());
-    std::printf("held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %s\n", s.eval.loss,
-                s.eval.predictable_loss, s.eval.predictable_accuracy, attention_iou_text(s.eval.attention).c_str());
+    std::printf(
+        "steps %lld  loss %.4f  emergence metric %.4f  emergence_step %s  midpoint_step %s  "
+        "solved_step %s\n",
+        (long long)s.steps_done, s.final_loss, s.final_metric,
+        optional_step(s.emergence_step).c_str(), optional_step(s.midpoint_step).c_str(),
+        optional_step(s.solved_step).c_str());
+    std::printf(
+        "held-out batch: loss %.4f  learnable-part loss %.4f  accuracy %.4f  attention IoU %s\n",
+        s.eval.loss, s.eval.predictable_loss, s.eval.predictable_accuracy,
+        attention_iou_text(s.eval.attention).c_str());
   }
 
   std::string compiler_info_;

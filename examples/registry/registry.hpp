@@ -7,14 +7,13 @@
 // unit includes it. run_entry.hpp trains and evaluates an entry.
 #pragma once
 
+#include <emergent/core/error.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/train/compiled_model.hpp>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <emergent/core/shape.hpp>
-#include <emergent/core/error.hpp>
-#include <emergent/train/compiled_model.hpp>
 
 namespace emergent::cli {
 
@@ -61,7 +60,8 @@ inline int automatic_max_len(const std::string& mixer, const Shape& wanted, int 
   for (const ShapeEntry& e : shape_registry()) {
     Shape s = e.shape;
     s.max_len = wanted.max_len;
-    if (e.mixer == mixer && s == wanted && e.shape.max_len >= length && (best == 0 || e.shape.max_len < best))
+    if (e.mixer == mixer && s == wanted && e.shape.max_len >= length &&
+        (best == 0 || e.shape.max_len < best))
       best = e.shape.max_len;
   }
   if (best > 0) return best;
@@ -90,7 +90,8 @@ inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wante
 template <template <Shape, class> class Mixer, Shape S, template <Shape, class> class Channel = GeluMlp>
 ShapeEntry make_entry(const std::string& mixer) {
   using Net = Model<Mixer, S, float, Channel>;
-  return {mixer, S, Net::trainable_parameters, [] { return std::unique_ptr<TrainableModel>(new CompiledModel<Net>()); }};
+  return {mixer, S, Net::trainable_parameters,
+          [] { return std::unique_ptr<TrainableModel>(new CompiledModel<Net>()); }};
 }
 
 }  // namespace emergent::cli

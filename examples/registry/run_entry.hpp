@@ -2,12 +2,11 @@
 // compiled once per program here, whatever the shape.
 #pragma once
 
+#include <emergent/train/trainer.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
-
-#include <emergent/train/trainer.hpp>
 
 #include "registry.hpp"
 
@@ -20,8 +19,8 @@ struct EvalRequest {
   std::filesystem::path write_batch;  // empty: do not write
 };
 
-inline RunSummary train_entry(const ShapeEntry& entry, const TrainConfig& config, const std::filesystem::path& out,
-                              bool progress) {
+inline RunSummary train_entry(const ShapeEntry& entry, const TrainConfig& config,
+                              const std::filesystem::path& out, bool progress) {
   TrainConfig c = config;
   c.shape = entry.shape;
   RunTrainer trainer(c, out, entry.make(), progress);
@@ -36,14 +35,18 @@ inline EvalResult eval_entry(const ShapeEntry& entry, const EvalRequest& request
   const TrainConfig& c = request.config;
   const TaskSetup setup = make_task(c);
   std::vector<std::int32_t> inputs, targets;
-  EvalResult r = model->evaluate(params, *setup.task, c.seed, request.batch, float(c.bias), &inputs, &targets);
+  EvalResult r =
+      model->evaluate(params, *setup.task, c.seed, request.batch, float(c.bias), &inputs, &targets);
   if (!request.write_batch.empty()) {
-    const nlohmann::json batch = {{"batch", request.batch}, {"length", setup.task->length()},
-                                  {"inputs", inputs}, {"targets", targets}};
+    const nlohmann::json batch = {{"batch", request.batch},
+                                  {"length", setup.task->length()},
+                                  {"inputs", inputs},
+                                  {"targets", targets}};
     std::ofstream out(request.write_batch);
     out << batch.dump() << "\n";
     out.close();
-    require(out.good(), request.write_batch.string(), "cannot write the batch (does the folder exist?)");
+    require(out.good(), request.write_batch.string(),
+            "cannot write the batch (does the folder exist?)");
   }
   return r;
 }

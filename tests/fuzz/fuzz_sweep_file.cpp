@@ -3,14 +3,13 @@
 // with emergent::Error -- never a crash, a hang or an uncaught exception. Expansions of more than
 // 64 runs are not resolved (the work would be the same per run).
 // `make fuzz` builds and runs it (scripts/fuzz.sh); seed corpus: tests/fuzz/corpus/sweep_file/.
-#include <emergent/experiment/sweep_file.hpp>
-#include <emergent/train/config.hpp>
-
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <emergent/experiment/sweep_file.hpp>
+#include <emergent/train/config.hpp>
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -22,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 0) std::fwrite(data, 1, size, f);
   std::fclose(f);
   try {
-    const std::vector<emergent::SweepRun> runs = emergent::expand_sweep(emergent::read_sweep_file(path), path);
+    const std::vector<emergent::SweepRun> runs =
+        emergent::expand_sweep(emergent::read_sweep_file(path), path);
     if (runs.size() > 64) return 0;
     for (const emergent::SweepRun& run : runs) {
       try {

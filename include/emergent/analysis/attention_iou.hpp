@@ -110,7 +110,9 @@ inline double chance_row_iou(int keys, int support, int heads) {
   require(keys >= 1 && support >= 1 && support <= keys && heads >= 1, "chance_row_iou",
           "need 1 <= support <= keys and heads >= 1");
   const int n = keys, k = support;
-  const auto log_choose = [](int a, int b) { return std::lgamma(a + 1.0) - std::lgamma(b + 1.0) - std::lgamma(a - b + 1.0); };
+  const auto log_choose = [](int a, int b) {
+    return std::lgamma(a + 1.0) - std::lgamma(b + 1.0) - std::lgamma(a - b + 1.0);
+  };
   // P(I = i) for i = max(0, 2k - n) .. k; IoU increases with i, so P(best <= i) = F(i)^M.
   double expected = 0.0, below = 0.0;
   for (int i = std::max(0, 2 * k - n); i <= k; ++i) {

@@ -102,7 +102,8 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
       out.iou = iou_sum / rows;
       out.iou_chance = chance_sum / rows;
       out.head_iou_chance = head_chance_sum / rows;
-      out.iou_above_chance = out.iou_chance < 1 - 1e-6 ? (out.iou - out.iou_chance) / (1 - out.iou_chance) : 0.0;
+      out.iou_above_chance =
+          out.iou_chance < 1 - 1e-6 ? (out.iou - out.iou_chance) / (1 - out.iou_chance) : 0.0;
     }
     return out;
   }

@@ -14,23 +14,46 @@
 namespace emergent {
 
 struct MixerInfo {
-  std::string name;                  // config "mixer", and the mixer type's `name`
-  std::vector<std::string> headers;  // what a translation unit includes to instantiate it
-  std::string mixer_template;        // template <Shape, class Real> of the token mixer
-  std::string channel_template;      // template <Shape, class Real> of the channel mixer
+  std::string name;                   // config "mixer", and the mixer type's `name`
+  std::vector<std::string> headers;   // what a translation unit includes to instantiate it
+  std::string mixer_template;         // template <Shape, class Real> of the token mixer
+  std::string channel_template;       // template <Shape, class Real> of the channel mixer
   bool takes_attention_bias = false;  // has attention logits that `bias` is added to
   bool uses_heads = false;            // reads Shape::heads (the others ignore it)
 };
 
 inline const std::vector<MixerInfo>& mixer_catalog() {
   static const std::vector<MixerInfo> mixers = {
-      {"dot_attention", {"emergent/mixers/dot_attention.hpp"}, "emergent::DotAttention", "emergent::GeluMlp", true, true},
-      {"mlp_mixer", {"emergent/mixers/mlp_mixer.hpp"}, "emergent::MlpMixer", "emergent::GeluMlp", false, false},
-      {"mamba", {"emergent/mixers/mamba.hpp"}, "emergent::Mamba", "emergent::GeluMlp", false, false},
-      {"gated_deltanet", {"emergent/mixers/gated_deltanet.hpp"}, "emergent::GatedDeltaNet", "emergent::GeluMlp",
-       false, true},
-      {"rwkv", {"emergent/mixers/rwkv.hpp", "emergent/mixers/rwkv_channel_mix.hpp"}, "emergent::Rwkv",
-       "emergent::RwkvChannelMix", false, false},
+      {"dot_attention",
+       {"emergent/mixers/dot_attention.hpp"},
+       "emergent::DotAttention",
+       "emergent::GeluMlp",
+       true,
+       true},
+      {"mlp_mixer",
+       {"emergent/mixers/mlp_mixer.hpp"},
+       "emergent::MlpMixer",
+       "emergent::GeluMlp",
+       false,
+       false},
+      {"mamba",
+       {"emergent/mixers/mamba.hpp"},
+       "emergent::Mamba",
+       "emergent::GeluMlp",
+       false,
+       false},
+      {"gated_deltanet",
+       {"emergent/mixers/gated_deltanet.hpp"},
+       "emergent::GatedDeltaNet",
+       "emergent::GeluMlp",
+       false,
+       true},
+      {"rwkv",
+       {"emergent/mixers/rwkv.hpp", "emergent/mixers/rwkv_channel_mix.hpp"},
+       "emergent::Rwkv",
+       "emergent::RwkvChannelMix",
+       false,
+       false},
   };
   return mixers;
 }

@@ -39,10 +39,16 @@ struct Range {
   }
 };
 
-inline Range at_least(double low) { return {low, std::numeric_limits<double>::infinity(), false, true}; }
-inline Range above(double low) { return {low, std::numeric_limits<double>::infinity(), true, true}; }
+inline Range at_least(double low) {
+  return {low, std::numeric_limits<double>::infinity(), false, true};
+}
+inline Range above(double low) {
+  return {low, std::numeric_limits<double>::infinity(), true, true};
+}
 inline Range between(double low, double high) { return {low, high, false, false}; }
-inline Range from_below(double low, double high) { return {low, high, false, true}; }  // [low, high)
+inline Range from_below(double low, double high) {
+  return {low, high, false, true};
+}  // [low, high)
 
 struct Parameter {
   std::string name;  // config.json key and sweep axis; CLI flag --name with '_' written '-'
@@ -60,14 +66,17 @@ struct Parameter {
   }
 };
 
-inline Parameter integer(std::string name, std::int64_t default_value, Range range, std::string help) {
+inline Parameter integer(std::string name, std::int64_t default_value, Range range,
+                         std::string help) {
   return {std::move(name), ParameterType::integer, default_value, range, {}, std::move(help)};
 }
 inline Parameter real(std::string name, double default_value, Range range, std::string help) {
   return {std::move(name), ParameterType::real, default_value, range, {}, std::move(help)};
 }
-inline Parameter text(std::string name, std::string default_value, std::vector<std::string> choices, std::string help) {
-  return {std::move(name), ParameterType::text, std::move(default_value), {}, std::move(choices), std::move(help)};
+inline Parameter text(std::string name, std::string default_value, std::vector<std::string> choices,
+                      std::string help) {
+  return {std::move(name),    ParameterType::text, std::move(default_value), {},
+          std::move(choices), std::move(help)};
 }
 
 namespace parameter_detail {
@@ -89,26 +98,31 @@ inline std::string allowed_values(const Parameter& p) {
     for (std::size_t i = 0; i < p.choices.size(); ++i) s += (i ? ", " : "") + p.choices[i];
     return s;
   }
-  const std::string interval = std::string(p.range.low_open || std::isinf(p.range.low) ? "(" : "[") +
-                               number_text(p.range.low) + ", " + number_text(p.range.high) +
-                               (p.range.high_open || std::isinf(p.range.high) ? ")" : "]");
+  const std::string interval =
+      std::string(p.range.low_open || std::isinf(p.range.low) ? "(" : "[") +
+      number_text(p.range.low) + ", " + number_text(p.range.high) +
+      (p.range.high_open || std::isinf(p.range.high) ? ")" : "]");
   return (p.type == ParameterType::integer ? "an integer in " : "a finite number in ") + interval;
 }
 
 // The value, checked and normalised (integers as int64, reals as double); `where` names the
 // file or flag it came from.
-inline nlohmann::json checked_value(const Parameter& p, const nlohmann::json& value, const std::string& where) {
+inline nlohmann::json checked_value(const Parameter& p, const nlohmann::json& value,
+                                    const std::string& where) {
   const auto refuse = [&](const std::string& shown) {
-    throw Error(where + ": field '" + p.name + "' = " + shown + " is not allowed: expected " + allowed_values(p));
+    throw Error(where + ": field '" + p.name + "' = " + shown + " is not allowed: expected " +
+                allowed_values(p));
   };
   switch (p.type) {
     case ParameterType::integer: {
       std::int64_t v = 0;
       if (value.is_number_integer()) {
-        if (value.is_number_unsigned() && value.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) refuse(value.dump());
+        if (value.is_number_unsigned() && value.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+          refuse(value.dump());
         v = value.get<std::int64_t>();
       } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
-                 value.get<double>() == std::floor(value.get<double>()) && std::abs(value.get<double>()) < 9e15) {
+                 value.get<double>() == std::floor(value.get<double>()) &&
+                 std::abs(value.get<double>()) < 9e15) {
         v = static_cast<std::int64_t>(value.get<double>());  // 2.0 from a TOML float or JSON tool
       } else {
         refuse(value.dump());
@@ -134,9 +148,11 @@ inline nlohmann::json checked_value(const Parameter& p, const nlohmann::json& va
 }
 
 // A value written on a command line ("1e-3", "inf", "cosine"), checked like any other.
-inline nlohmann::json parse_value(const Parameter& p, const std::string& written, const std::string& where) {
+inline nlohmann::json parse_value(const Parameter& p, const std::string& written,
+                                  const std::string& where) {
   const auto refuse = [&]() -> nlohmann::json {
-    throw Error(where + ": '" + written + "' is not allowed for " + p.flag() + ": expected " + allowed_values(p));
+    throw Error(where + ": '" + written + "' is not allowed for " + p.flag() + ": expected " +
+                allowed_values(p));
   };
   if (p.type == ParameterType::text) return checked_value(p, written, where);
   const char* begin = written.data();
@@ -154,7 +170,8 @@ inline nlohmann::json parse_value(const Parameter& p, const std::string& written
   return checked_value(p, v, where);
 }
 
-inline const Parameter* find_parameter(const std::vector<Parameter>& parameters, const std::string& name) {
+inline const Parameter* find_parameter(const std::vector<Parameter>& parameters,
+                                       const std::string& name) {
   for (const Parameter& p : parameters)
     if (p.name == name) return &p;
   return nullptr;
@@ -172,10 +189,12 @@ inline std::string parameter_names(const std::vector<Parameter>& parameters) {
 class ParameterValues {
  public:
   ParameterValues() = default;
-  ParameterValues(const std::vector<Parameter>& declared, const nlohmann::json& given, const std::string& where) {
+  ParameterValues(const std::vector<Parameter>& declared, const nlohmann::json& given,
+                  const std::string& where) {
     values_ = nlohmann::json::object();
     for (const Parameter& p : declared)
-      values_[p.name] = given.contains(p.name) ? checked_value(p, given.at(p.name), where) : p.default_value;
+      values_[p.name] =
+          given.contains(p.name) ? checked_value(p, given.at(p.name), where) : p.default_value;
   }
 
   std::int64_t integer(const std::string& name) const { return at(name).get<std::int64_t>(); }

@@ -26,7 +26,8 @@ namespace emergent {
 inline void append_row(const std::filesystem::path& path, const nlohmann::json& row) {
   const std::string line = row.dump() + "\n";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  require(fd >= 0, path.string(), std::string("cannot open the result rows: ") + std::strerror(errno));
+  require(fd >= 0, path.string(),
+          std::string("cannot open the result rows: ") + std::strerror(errno));
   ::flock(fd, LOCK_EX);  // one writer at a time, also across processes sharing the file
   struct stat info {};
   if (::fstat(fd, &info) == 0 && info.st_size > 0) {
@@ -36,7 +37,8 @@ inline void append_row(const std::filesystem::path& path, const nlohmann::json& 
       std::string tail(static_cast<std::size_t>(std::min<off_t>(info.st_size, 1 << 20)), '\0');
       const off_t start = info.st_size - static_cast<off_t>(tail.size());
       const ssize_t n = ::pread(fd, tail.data(), tail.size(), start);
-      const std::size_t newline = n > 0 ? tail.rfind('\n', static_cast<std::size_t>(n) - 1) : std::string::npos;
+      const std::size_t newline =
+          n > 0 ? tail.rfind('\n', static_cast<std::size_t>(n) - 1) : std::string::npos;
       const off_t keep = newline == std::string::npos ? 0 : start + static_cast<off_t>(newline) + 1;
       require(::ftruncate(fd, keep) == 0, path.string(), "cannot cut off a partial row");
     }
@@ -48,7 +50,8 @@ inline void append_row(const std::filesystem::path& path, const nlohmann::json& 
     if (::ftruncate(fd, ::lseek(fd, 0, SEEK_END) - static_cast<off_t>(written)) != 0) {
     }
     ::close(fd);
-    throw Error(path.string() + ": cannot append a result row (" + reason + "); the earlier rows are intact");
+    throw Error(path.string() + ": cannot append a result row (" + reason +
+                "); the earlier rows are intact");
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
@@ -72,7 +75,8 @@ inline std::vector<nlohmann::json> read_rows(const std::filesystem::path& path) 
     try {
       rows.push_back(nlohmann::json::parse(line));
     } catch (const nlohmann::json::exception& e) {
-      throw Error(path.string() + ": line " + std::to_string(number) + " is not a JSON row (" + e.what() + ")");
+      throw Error(path.string() + ": line " + std::to_string(number) + " is not a JSON row (" +
+                  e.what() + ")");
     }
   }
   return rows;

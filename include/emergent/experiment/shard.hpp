@@ -15,8 +15,12 @@ namespace emergent {
 
 struct Shard {
   int index = 0, count = 1;
-  bool owns(std::size_t run) const { return static_cast<int>(run % static_cast<std::size_t>(count)) == index; }
-  std::string name() const { return "shard-" + std::to_string(index) + "-of-" + std::to_string(count); }
+  bool owns(std::size_t run) const {
+    return static_cast<int>(run % static_cast<std::size_t>(count)) == index;
+  }
+  std::string name() const {
+    return "shard-" + std::to_string(index) + "-of-" + std::to_string(count);
+  }
 };
 
 // "I/N" with 0 <= I < N.
@@ -28,7 +32,8 @@ inline Shard parse_shard(const std::string& text, const std::string& where) {
     return ec == std::errc() && ptr == part.data() + part.size();
   };
   const bool ok = slash != std::string::npos && whole(text.substr(0, slash), s.index) &&
-                  whole(text.substr(slash + 1), s.count) && s.count >= 1 && s.index >= 0 && s.index < s.count;
+                  whole(text.substr(slash + 1), s.count) && s.count >= 1 && s.index >= 0 &&
+                  s.index < s.count;
   require(ok, where, "'" + text + "' is not a shard: expected I/N with 0 <= I < N, e.g. 0/4");
   return s;
 }
@@ -40,7 +45,8 @@ inline Shard shard_from_environment() {
   if (!id || !count) return {};
   const char* min = std::getenv("SLURM_ARRAY_TASK_MIN");
   const int first = min ? std::atoi(min) : 0;
-  return parse_shard(std::to_string(std::atoi(id) - first) + "/" + count, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
+  return parse_shard(std::to_string(std::atoi(id) - first) + "/" + count,
+                     "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
 }
 
 }  // namespace emergent

@@ -40,8 +40,9 @@
 // marzer/tomlplusplus PR #301. Its checks are kept here, as an Error, whatever the build.
 #pragma push_macro("NDEBUG")
 #undef NDEBUG
-#define TOML_ASSERT(expr) \
-  ((expr) ? static_cast<void>(0) : throw ::emergent::Error("toml++: malformed input broke a parser check (" #expr ")"))
+#define TOML_ASSERT(expr)        \
+  ((expr) ? static_cast<void>(0) \
+          : throw ::emergent::Error("toml++: malformed input broke a parser check (" #expr ")"))
 #include <toml++/toml.h>
 #pragma pop_macro("NDEBUG")
 #include <cassert>  // assert as NDEBUG says again
@@ -53,7 +54,8 @@ namespace sweep_detail {
 inline nlohmann::json from_toml(const toml::node& node, const std::string& where) {
   if (const auto* table = node.as_table()) {
     nlohmann::json object = nlohmann::json::object();
-    for (const auto& [key, value] : *table) object[std::string(key.str())] = from_toml(value, where);
+    for (const auto& [key, value] : *table)
+      object[std::string(key.str())] = from_toml(value, where);
     return object;
   }
   if (const auto* array = node.as_array()) {
@@ -65,7 +67,8 @@ inline nlohmann::json from_toml(const toml::node& node, const std::string& where
   if (const auto* v = node.as_floating_point()) {
     // JSON has no inf or nan: keep them as text so that the field's check names them.
     const double d = v->get();
-    return std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(d > 0 ? "inf" : (d < 0 ? "-inf" : "nan"));
+    return std::isfinite(d) ? nlohmann::json(d)
+                            : nlohmann::json(d > 0 ? "inf" : (d < 0 ? "-inf" : "nan"));
   }
   if (const auto* v = node.as_string()) return v->get();
   if (const auto* v = node.as_boolean()) return v->get();
@@ -84,30 +87,44 @@ inline void require_ascii_outside_comments(const std::string& text, const std::s
     const char ch = text[i];
     ++column;
     const bool multi = in == In::multi_basic || in == In::multi_literal;
-    if (static_cast<unsigned char>(ch) >= 0x80 && in != In::comment && in != In::basic && in != In::literal)
-      throw Error(where + ":" + std::to_string(line) + ":" + std::to_string(column) + ": a non-ASCII character " +
-                  (multi ? "in a multi-line string" : "outside a comment or a string") +
-                  " (toml++ 3.3, the TOML reader, mishandles some: write it as \\uXXXX in a string)");
-    const auto starts = [&](const char* token) { return text.compare(i, std::strlen(token), token) == 0; };
+    if (static_cast<unsigned char>(ch) >= 0x80 && in != In::comment && in != In::basic &&
+        in != In::literal)
+      throw Error(
+          where + ":" + std::to_string(line) + ":" + std::to_string(column) +
+          ": a non-ASCII character " +
+          (multi ? "in a multi-line string" : "outside a comment or a string") +
+          " (toml++ 3.3, the TOML reader, mishandles some: write it as \\uXXXX in a string)");
+    const auto starts = [&](const char* token) {
+      return text.compare(i, std::strlen(token), token) == 0;
+    };
     if (ch == '\n') {
       ++line;
       column = 0;
-      if (in == In::comment || in == In::basic || in == In::literal) in = In::code;  // they end with the line
+      if (in == In::comment || in == In::basic || in == In::literal)
+        in = In::code;  // they end with the line
       continue;
     }
     switch (in) {
       case In::code:
-        if (ch == '#') in = In::comment;
-        else if (starts("\"\"\"")) in = In::multi_basic, i += 2, column += 2;
-        else if (starts("'''")) in = In::multi_literal, i += 2, column += 2;
-        else if (ch == '"') in = In::basic;
-        else if (ch == '\'') in = In::literal;
+        if (ch == '#')
+          in = In::comment;
+        else if (starts("\"\"\""))
+          in = In::multi_basic, i += 2, column += 2;
+        else if (starts("'''"))
+          in = In::multi_literal, i += 2, column += 2;
+        else if (ch == '"')
+          in = In::basic;
+        else if (ch == '\'')
+          in = In::literal;
         break;
       case In::basic:
       case In::multi_basic:
-        if (ch == '\\') ++i, ++column;  // an escape: the next character is part of it
-        else if (in == In::basic && ch == '"') in = In::code;
-        else if (in == In::multi_basic && starts("\"\"\"")) in = In::code, i += 2, column += 2;
+        if (ch == '\\')
+          ++i, ++column;  // an escape: the next character is part of it
+        else if (in == In::basic && ch == '"')
+          in = In::code;
+        else if (in == In::multi_basic && starts("\"\"\""))
+          in = In::code, i += 2, column += 2;
         break;
       case In::literal:
         if (ch == '\'') in = In::code;
@@ -144,8 +161,9 @@ inline nlohmann::json read_sweep_file(const std::filesystem::path& path) {
     throw Error(path.string() + ": not valid TOML (" + e.what() + ")");
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
-    throw Error(path.string() + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                ": not valid TOML (" + std::string(e.description()) + ")");
+    throw Error(path.string() + ":" + std::to_string(where.line) + ":" +
+                std::to_string(where.column) + ": not valid TOML (" + std::string(e.description()) +
+                ")");
   }
 }
 
@@ -166,7 +184,8 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
   require(base.is_object(), where, "'base' must be a table of settings");
   nlohmann::json blocks = sweep.value("grid", nlohmann::json::array({nlohmann::json::object()}));
   if (blocks.is_object()) blocks = nlohmann::json::array({blocks});
-  require(blocks.is_array() && !blocks.empty(), where, "'grid' must be a list of blocks ([[grid]] in TOML)");
+  require(blocks.is_array() && !blocks.empty(), where,
+          "'grid' must be a list of blocks ([[grid]] in TOML)");
 
   std::vector<SweepRun> runs;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
@@ -182,14 +201,16 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
     nlohmann::json fixed = nlohmann::json::object();
     for (const auto& [key, value] : block.items()) {
       if (key == "zip") {
-        require(value.is_object() && !value.empty(), origin, "'zip' must be a table of lists of equal length");
+        require(value.is_object() && !value.empty(), origin,
+                "'zip' must be a table of lists of equal length");
         Axis axis;
         std::size_t length = 0;
         for (const auto& [name, list] : value.items()) {
-          require(list.is_array() && !list.empty(), origin, "zip field '" + name + "' must be a non-empty list");
+          require(list.is_array() && !list.empty(), origin,
+                  "zip field '" + name + "' must be a non-empty list");
           require(axis.names.empty() || list.size() == length, origin,
-                  "zip field '" + name + "' has " + std::to_string(list.size()) + " values, the others " +
-                      std::to_string(length));
+                  "zip field '" + name + "' has " + std::to_string(list.size()) +
+                      " values, the others " + std::to_string(length));
           length = list.size();
           axis.names.push_back(name);
         }

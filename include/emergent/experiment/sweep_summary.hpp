@@ -29,7 +29,8 @@ inline nlohmann::json optional_number(const std::optional<double>& v) {
 }
 
 // The groups of `rows` by the values of `keys` in their config, in order of first appearance.
-inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows, const std::vector<std::string>& keys,
+inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows,
+                                     const std::vector<std::string>& keys,
                                      const std::string& where) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const nlohmann::json*>> groups;
@@ -37,8 +38,9 @@ inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows, co
   for (const nlohmann::json& row : rows) {
     nlohmann::json values = nlohmann::json::object();
     for (const std::string& key : keys) {
-      require(row.at("config").contains(key), where,
-              "--by field '" + key + "' is not a setting of run " + row.at("id").get<std::string>());
+      require(
+          row.at("config").contains(key), where,
+          "--by field '" + key + "' is not a setting of run " + row.at("id").get<std::string>());
       values[key] = row.at("config").at(key);
     }
     const std::string name = values.dump();
@@ -57,7 +59,8 @@ inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows, co
       const std::int64_t done = r.at("steps_done").get<std::int64_t>();
       solved += r.at("solved_step").is_null() ? 0 : 1;
       const std::optional<std::int64_t> step =
-          r.at("emergence_step").is_null() ? std::nullopt : std::optional<std::int64_t>(r.at("emergence_step"));
+          r.at("emergence_step").is_null() ? std::nullopt
+                                           : std::optional<std::int64_t>(r.at("emergence_step"));
       plateaus.push_back(emergence_outcome(step, done));
       losses.push_back(r.at("final_loss").get<double>());
       emergence.push_back({{"seed", row->at("config").value("seed", 0)},
@@ -68,19 +71,21 @@ inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows, co
     const Proportion share = wilson_interval(solved, static_cast<int>(members.size()));
     const KaplanMeierMedian median = kaplan_meier_median_with_interval(plateaus);
     const MeanSpread loss = mean_spread(losses);
-    out.push_back({{"group", group_values[name]},
-                   {"runs", members.size()},
-                   {"solved", {{"count", solved}, {"share", share.share}, {"low", share.low}, {"high", share.high}}},
-                   {"emergence", emergence},
-                   {"plateau_median",
-                    {{"median", optional_number(median.median)},
-                     {"low", optional_number(median.low)},
-                     {"high", optional_number(median.high)}}},
-                   {"final_loss",
-                    {{"mean", loss.mean},
-                     {"standard_deviation", loss.standard_deviation},
-                     {"min", loss.min},
-                     {"max", loss.max}}}});
+    out.push_back(
+        {{"group", group_values[name]},
+         {"runs", members.size()},
+         {"solved",
+          {{"count", solved}, {"share", share.share}, {"low", share.low}, {"high", share.high}}},
+         {"emergence", emergence},
+         {"plateau_median",
+          {{"median", optional_number(median.median)},
+           {"low", optional_number(median.low)},
+           {"high", optional_number(median.high)}}},
+         {"final_loss",
+          {{"mean", loss.mean},
+           {"standard_deviation", loss.standard_deviation},
+           {"min", loss.min},
+           {"max", loss.max}}}});
   }
   return out;
 }
@@ -88,21 +93,26 @@ inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows, co
 // The table `emergent sweep summarize` prints.
 inline std::string summary_table(const nlohmann::json& groups) {
   const auto step_text = [](const nlohmann::json& v) {
-    return v.is_null() ? std::string("not reached") : std::to_string(static_cast<long long>(v.get<double>()));
+    return v.is_null() ? std::string("not reached")
+                       : std::to_string(static_cast<long long>(v.get<double>()));
   };
   std::string out;
   char line[512];
   for (const nlohmann::json& g : groups) {
     std::string label;
-    for (const auto& [key, value] : g["group"].items()) label += (label.empty() ? "" : " ") + key + "=" + value.dump();
+    for (const auto& [key, value] : g["group"].items())
+      label += (label.empty() ? "" : " ") + key + "=" + value.dump();
     const auto& solved = g["solved"];
-    std::snprintf(line, sizeof line,
-                  "%s: %d runs  solved %d/%d = %.2f [%.2f, %.2f]  plateau median %s [%s, %s]  final loss %.4f +- %.4f\n",
-                  label.empty() ? "all" : label.c_str(), g["runs"].get<int>(), solved["count"].get<int>(),
-                  g["runs"].get<int>(), solved["share"].get<double>(), solved["low"].get<double>(),
-                  solved["high"].get<double>(), step_text(g["plateau_median"]["median"]).c_str(),
-                  step_text(g["plateau_median"]["low"]).c_str(), step_text(g["plateau_median"]["high"]).c_str(),
-                  g["final_loss"]["mean"].get<double>(), g["final_loss"]["standard_deviation"].get<double>());
+    std::snprintf(
+        line, sizeof line,
+        "%s: %d runs  solved %d/%d = %.2f [%.2f, %.2f]  plateau median %s [%s, %s]  final loss "
+        "%.4f +- %.4f\n",
+        label.empty() ? "all" : label.c_str(), g["runs"].get<int>(), solved["count"].get<int>(),
+        g["runs"].get<int>(), solved["share"].get<double>(), solved["low"].get<double>(),
+        solved["high"].get<double>(), step_text(g["plateau_median"]["median"]).c_str(),
+        step_text(g["plateau_median"]["low"]).c_str(),
+        step_text(g["plateau_median"]["high"]).c_str(), g["final_loss"]["mean"].get<double>(),
+        g["final_loss"]["standard_deviation"].get<double>());
     out += line;
     std::string seeds = "    emergence step per seed:";
     for (const auto& e : g["emergence"])

@@ -46,7 +46,8 @@ inline void write_text_atomically(const std::filesystem::path& path, const std::
   ::close(fd);
   if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    throw Error(path.string() + ": cannot write (" + std::strerror(errno) + "); the previous file is unchanged");
+    throw Error(path.string() + ": cannot write (" + std::strerror(errno) +
+                "); the previous file is unchanged");
   }
 }
 

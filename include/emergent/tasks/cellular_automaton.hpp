@@ -38,11 +38,11 @@
 #include <utility>
 #include <vector>
 
+#include "emergent/core/error.hpp"
+#include "emergent/core/philox.hpp"
 #include "emergent/core/shape.hpp"
 #include "emergent/experiment/parameters.hpp"
 #include "task.hpp"
-#include "emergent/core/error.hpp"
-#include "emergent/core/philox.hpp"
 
 namespace emergent {
 
@@ -81,21 +81,26 @@ class CellularAutomaton {
   // midpoint < ln C / 2; solved < 0.2. The paper's model has 4 layers.
   static constexpr const char* task_name = "cellular-automaton";
   static std::vector<Parameter> parameters() {
-    return {integer("S", 16, at_least(1), "state size S: cells per recorded state"),
-            integer("states", 16, at_least(2), "recorded states T per sequence"),
-            integer("colours", 4, at_least(2), "colours C"),
-            integer("window", 3, at_least(1), "window W of a rule (odd)"),
-            integer("depth", 1, at_least(1), "rule applications k between recorded states"),
-            integer("rules", 256, at_least(1), "pool of N lookup tables, one drawn per sequence"),
-            integer("task_seed", 0, between(0, 4e18),
-                    "draws the rule pool; fixed across seeds, so that seeds differ only in init and data")};
+    return {
+        integer("S", 16, at_least(1), "state size S: cells per recorded state"),
+        integer("states", 16, at_least(2), "recorded states T per sequence"),
+        integer("colours", 4, at_least(2), "colours C"),
+        integer("window", 3, at_least(1), "window W of a rule (odd)"),
+        integer("depth", 1, at_least(1), "rule applications k between recorded states"),
+        integer("rules", 256, at_least(1), "pool of N lookup tables, one drawn per sequence"),
+        integer(
+            "task_seed", 0, between(0, 4e18),
+            "draws the rule pool; fixed across seeds, so that seeds differ only in init and data")};
   }
-  static Shape default_shape() { return {.vocab = 0, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 0}; }
+  static Shape default_shape() {
+    return {.vocab = 0, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 0};
+  }
   static TaskSetup setup(const ParameterValues& v) {
     const double chance = std::log(double(v.integer("colours")));
     return {std::make_unique<TaskAdapter<CellularAutomaton>>(CellularAutomaton(
-                int(v.integer("S")), int(v.integer("states")), int(v.integer("colours")), int(v.integer("window")),
-                int(v.integer("depth")), int(v.integer("rules")), std::uint64_t(v.integer("task_seed")))),
+                int(v.integer("S")), int(v.integer("states")), int(v.integer("colours")),
+                int(v.integer("window")), int(v.integer("depth")), int(v.integer("rules")),
+                std::uint64_t(v.integer("task_seed")))),
             "next_state",
             {"loss", 1.3 / std::log(4.0) * chance, chance / 2, 0.2}};
   }

@@ -55,11 +55,13 @@ class LinearMap {
             integer("task_seed", 0, between(0, 4e18),
                     "draws A; fixed across seeds, so that seeds differ only in init and data")};
   }
-  static Shape default_shape() { return {.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 0}; }
+  static Shape default_shape() {
+    return {.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 0};
+  }
   static TaskSetup setup(const ParameterValues& v) {
     const double ln2 = std::log(2.0);
-    return {std::make_unique<TaskAdapter<LinearMap>>(
-                LinearMap(int(v.integer("S")), int(v.integer("s")), std::uint64_t(v.integer("task_seed")))),
+    return {std::make_unique<TaskAdapter<LinearMap>>(LinearMap(
+                int(v.integer("S")), int(v.integer("s")), std::uint64_t(v.integer("task_seed")))),
             "x1",
             {"x1_loss", ln2 - 0.03, ln2 / 2, 0.05}};
   }

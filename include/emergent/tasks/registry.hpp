@@ -43,7 +43,8 @@ inline std::string task_names() {
 inline const TaskDeclaration& find_task(const std::string& name, const std::string& where) {
   for (const TaskDeclaration& t : task_registry())
     if (t.name == name) return t;
-  throw Error(where + ": field 'task' = '" + name + "' is not allowed: expected one of " + task_names());
+  throw Error(where + ": field 'task' = '" + name + "' is not allowed: expected one of " +
+              task_names());
 }
 
 }  // namespace emergent

@@ -61,8 +61,9 @@ struct CheckpointState {
   std::string config_json;
 };
 
-inline void save_checkpoint(const std::filesystem::path& path, const std::vector<ParameterTensor>& list,
-                            std::span<const float> params, std::span<const float> first_moment,
+inline void save_checkpoint(const std::filesystem::path& path,
+                            const std::vector<ParameterTensor>& list, std::span<const float> params,
+                            std::span<const float> first_moment,
                             std::span<const float> second_moment, const CheckpointState& state) {
   std::vector<TensorToWrite> tensors;
   for (const auto& t : list) tensors.push_back({t.name, t.shape, params.subspan(t.offset, t.size)});
@@ -101,12 +102,15 @@ inline void load_parameters(const SafetensorsFile& file, const std::vector<Param
 }
 
 template <class Net>
-void load_parameters(const SafetensorsFile& file, std::span<float> params, const std::string& prefix = "") {
-  require(params.size() == Net::parameter_count, file.path().string(), "parameter buffer has the wrong size");
+void load_parameters(const SafetensorsFile& file, std::span<float> params,
+                     const std::string& prefix = "") {
+  require(params.size() == Net::parameter_count, file.path().string(),
+          "parameter buffer has the wrong size");
   load_parameters(file, Net::tensors(), params, prefix);
 }
 
-inline CheckpointState load_checkpoint(const std::filesystem::path& path, const std::vector<ParameterTensor>& list,
+inline CheckpointState load_checkpoint(const std::filesystem::path& path,
+                                       const std::vector<ParameterTensor>& list,
                                        std::span<float> params, std::span<float> first_moment,
                                        std::span<float> second_moment) {
   const SafetensorsFile file(path);

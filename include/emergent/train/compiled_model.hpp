@@ -30,19 +30,23 @@ struct EvalResult {
 inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
 
 template <class Net>
-EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed, int batch,
-                    float bias, std::vector<std::int32_t>* inputs_out = nullptr,
+EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
+                    std::uint64_t data_seed, int batch, float bias,
+                    std::vector<std::int32_t>* inputs_out = nullptr,
                     std::vector<std::int32_t>* targets_out = nullptr) {
   const int T = task.length();
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
   task.sample(data_seed, kEvalStep, batch, inputs, targets);
-  const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
+  const std::vector<float> full = task.full_loss_weights(),
+                           predictable = task.predictable_loss_weights();
   const std::vector<float> target = task.attention_target();
   typename Net::Workspace ws;  // forward only: the ops spread over the threads themselves
   EvalResult r;
-  r.loss = Net::forward(params, {batch, T, inputs, targets, full,
-                                 bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
-                        ws);
+  r.loss =
+      Net::forward(params,
+                   {batch, T, inputs, targets, full,
+                    bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
+                   ws);
   r.predictable_loss = Net::weighted_mean(ws, predictable);
   r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
   const typename Net::Workspace* slices[] = {&ws};
@@ -67,9 +71,11 @@ class TrainableModel {
   // Of the last step's batch.
   virtual double weighted_mean(std::span<const float> weights) const = 0;
   virtual double weighted_accuracy(std::span<const float> weights) const = 0;
-  virtual AttentionAnalysis analyse_last_step(const SequenceTask& task, std::span<const float> target) const = 0;
-  virtual EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed,
-                              int batch, float bias, std::vector<std::int32_t>* inputs_out,
+  virtual AttentionAnalysis analyse_last_step(const SequenceTask& task,
+                                              std::span<const float> target) const = 0;
+  virtual EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
+                              std::uint64_t data_seed, int batch, float bias,
+                              std::vector<std::int32_t>* inputs_out,
                               std::vector<std::int32_t>* targets_out) const = 0;
 };
 
@@ -84,7 +90,8 @@ class CompiledModel final : public TrainableModel {
   std::size_t parameter_count() const override { return Net::parameter_count; }
   std::vector<ParameterTensor> tensors() const override { return Net::tensors(); }
   void init(std::span<float> params, std::uint64_t seed) const override { Net::init(params, seed); }
-  double step(std::span<const float> params, std::span<float> grads, const ForwardInput& in, int threads) override {
+  double step(std::span<const float> params, std::span<float> grads, const ForwardInput& in,
+              int threads) override {
     if (!parallel_step_) parallel_step_ = std::make_unique<DataParallelStep<Net>>(threads);
     return parallel_step_->run(params, grads, in);
   }
@@ -94,11 +101,13 @@ class CompiledModel final : public TrainableModel {
   double weighted_accuracy(std::span<const float> weights) const override {
     return parallel_step_->weighted_accuracy(weights);
   }
-  AttentionAnalysis analyse_last_step(const SequenceTask& task, std::span<const float> target) const override {
+  AttentionAnalysis analyse_last_step(const SequenceTask& task,
+                                      std::span<const float> target) const override {
     return analyse_attention<Net>(parallel_step_->workspaces(), task, target);
   }
-  EvalResult evaluate(std::span<const float> params, const SequenceTask& task, std::uint64_t data_seed, int batch,
-                      float bias, std::vector<std::int32_t>* inputs_out,
+  EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
+                      std::uint64_t data_seed, int batch, float bias,
+                      std::vector<std::int32_t>* inputs_out,
                       std::vector<std::int32_t>* targets_out) const override {
     return emergent::evaluate<Net>(params, task, data_seed, batch, bias, inputs_out, targets_out);
   }

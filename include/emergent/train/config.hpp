@@ -28,7 +28,8 @@ namespace emergent {
 
 struct TrainConfig {
   std::string task = "linear-map";
-  nlohmann::json task_params = nlohmann::json::object();  // the task's declared parameters; absent: default
+  nlohmann::json task_params =
+      nlohmann::json::object();  // the task's declared parameters; absent: default
   // Model
   std::string mixer = "dot_attention";
   Shape shape{};
@@ -57,8 +58,8 @@ struct TrainConfig {
 // A declared training setting bound to its member; the default is the member's initialiser.
 struct TrainingField {
   Parameter parameter;
-  std::variant<int TrainConfig::*, std::int64_t TrainConfig::*, std::uint64_t TrainConfig::*, double TrainConfig::*,
-               std::string TrainConfig::*>
+  std::variant<int TrainConfig::*, std::int64_t TrainConfig::*, std::uint64_t TrainConfig::*,
+               double TrainConfig::*, std::string TrainConfig::*>
       member;
 };
 
@@ -75,29 +76,38 @@ inline constexpr double kMaxSeed = 4e18;
 inline const std::vector<TrainingField>& training_fields() {
   using config_detail::field;
   static const std::vector<TrainingField> fields = {
-      field(&TrainConfig::seed, integer("seed", 0, between(0, config_detail::kMaxSeed), "seed of init and data")),
+      field(&TrainConfig::seed,
+            integer("seed", 0, between(0, config_detail::kMaxSeed), "seed of init and data")),
       field(&TrainConfig::steps, integer("steps", 0, at_least(1), "training steps (the budget)")),
       field(&TrainConfig::batch_tokens,
-            integer("batch_tokens", 0, at_least(1), "tokens per step (sequences per step = tokens / sequence tokens)")),
+            integer("batch_tokens", 0, at_least(1),
+                    "tokens per step (sequences per step = tokens / sequence tokens)")),
       field(&TrainConfig::lr, real("lr", 0, above(0), "peak learning rate")),
-      field(&TrainConfig::warmup_steps, integer("warmup_steps", 0, at_least(0), "linear warmup steps")),
+      field(&TrainConfig::warmup_steps,
+            integer("warmup_steps", 0, at_least(0), "linear warmup steps")),
       field(&TrainConfig::schedule, text("schedule", "", {"constant", "cosine"}, "after warmup")),
-      field(&TrainConfig::min_lr_ratio, real("min_lr_ratio", 0, between(0, 1), "cosine floor as a share of lr")),
+      field(&TrainConfig::min_lr_ratio,
+            real("min_lr_ratio", 0, between(0, 1), "cosine floor as a share of lr")),
       field(&TrainConfig::weight_decay,
             real("weight_decay", 0, at_least(0), "AdamW decoupled weight decay (matrices only)")),
       field(&TrainConfig::beta1, real("beta1", 0, from_below(0, 1), "AdamW first-moment decay")),
       field(&TrainConfig::beta2, real("beta2", 0, from_below(0, 1), "AdamW second-moment decay")),
-      field(&TrainConfig::max_grad_norm, real("max_grad_norm", 0, at_least(0), "global gradient-norm clip (0: off)")),
+      field(&TrainConfig::max_grad_norm,
+            real("max_grad_norm", 0, at_least(0), "global gradient-norm clip (0: off)")),
       field(&TrainConfig::bias,
-            real("bias", 0, Range{}, "attention-bias strength c added to the logits times the true pattern (0: off)")),
-      field(&TrainConfig::log_every, integer("log_every", 0, at_least(1), "steps between metrics rows")),
+            real("bias", 0, Range{},
+                 "attention-bias strength c added to the logits times the true pattern (0: off)")),
+      field(&TrainConfig::log_every,
+            integer("log_every", 0, at_least(1), "steps between metrics rows")),
       field(&TrainConfig::analysis_every,
             integer("analysis_every", 0, at_least(1), "steps between attention entropy/IoU rows")),
-      field(&TrainConfig::checkpoint_every, integer("checkpoint_every", 0, at_least(1), "steps between checkpoints")),
-      field(&TrainConfig::stop_below,
-            real("stop_below", 0, at_least(0),
-                 "stop once the smoothed emergence metric (linear map: x1 loss; automaton: loss) is below this (0: never)")),
-      field(&TrainConfig::threads, integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
+      field(&TrainConfig::checkpoint_every,
+            integer("checkpoint_every", 0, at_least(1), "steps between checkpoints")),
+      field(&TrainConfig::stop_below, real("stop_below", 0, at_least(0),
+                                           "stop once the smoothed emergence metric (linear map: "
+                                           "x1 loss; automaton: loss) is below this (0: never)")),
+      field(&TrainConfig::threads,
+            integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
   };
   return fields;
 }
@@ -119,14 +129,16 @@ inline const std::vector<Parameter>& model_parameters() {
       integer("heads", 8, at_least(1), "attention heads H (d_head = d_model / heads)"),
       integer("layers", 1, at_least(1), "blocks (default: the task's; the automaton's is 4)"),
       integer("d_ff", 512, at_least(1), "MLP hidden width"),
-      integer("max_len", 0, at_least(0), "positions of the model (0: the smallest compiled that fits)"),
+      integer("max_len", 0, at_least(0),
+              "positions of the model (0: the smallest compiled that fits)"),
   };
   return parameters;
 }
 
-inline constexpr int Shape::*kShapeFields[] = {&Shape::vocab, &Shape::d_model, &Shape::heads,
-                                               &Shape::layers, &Shape::d_ff, &Shape::max_len};
-inline constexpr const char* kShapeFieldNames[] = {"vocab", "d_model", "heads", "layers", "d_ff", "max_len"};
+inline constexpr int Shape::*kShapeFields[] = {&Shape::vocab,  &Shape::d_model, &Shape::heads,
+                                               &Shape::layers, &Shape::d_ff,    &Shape::max_len};
+inline constexpr const char* kShapeFieldNames[] = {"vocab",  "d_model", "heads",
+                                                   "layers", "d_ff",    "max_len"};
 
 // The task of a config, with its metric and thresholds. Errors of the task's own cross-field
 // checks (s <= S, W odd, ...) name `where`.
@@ -142,14 +154,17 @@ inline TaskSetup make_task(const TrainConfig& c, const std::string& where = "con
 
 // Tokens per sequence and sequences per step.
 inline int sequence_tokens(const TrainConfig& c) { return make_task(c).task->length() + 1; }
-inline int sequences_per_step(const TrainConfig& c) { return std::max(1, c.batch_tokens / sequence_tokens(c)); }
+inline int sequences_per_step(const TrainConfig& c) {
+  return std::max(1, c.batch_tokens / sequence_tokens(c));
+}
 
 inline nlohmann::json to_json(const TrainConfig& c) {
   const TaskDeclaration& declaration = find_task(c.task, "config");
   nlohmann::json j = ParameterValues(declaration.parameters, c.task_params, "config").json();
   j["task"] = c.task;
   j["mixer"] = c.mixer;
-  for (std::size_t i = 0; i < std::size(kShapeFields); ++i) j[kShapeFieldNames[i]] = c.shape.*kShapeFields[i];
+  for (std::size_t i = 0; i < std::size(kShapeFields); ++i)
+    j[kShapeFieldNames[i]] = c.shape.*kShapeFields[i];
   for (const TrainingField& f : training_fields())
     std::visit([&](auto member) { j[f.parameter.name] = c.*member; }, f.member);
   return j;
@@ -178,57 +193,67 @@ inline std::vector<Parameter> declared_parameters(const std::string& task) {
 // `complete`, as for config.json, where every field must be there), every value is checked, and
 // so are the settings that depend on each other. The task comes first: it decides which other
 // names exist and the model's defaults.
-inline TrainConfig resolve_config(const nlohmann::json& given, const std::string& where, bool complete = false) {
+inline TrainConfig resolve_config(const nlohmann::json& given, const std::string& where,
+                                  bool complete = false) {
   require(given.is_object(), where, "expected a JSON object of settings");
   TrainConfig c;
   if (given.contains("task")) {
-    require(given["task"].is_string(), where, "field 'task' must be a string, one of " + task_names());
+    require(given["task"].is_string(), where,
+            "field 'task' must be a string, one of " + task_names());
     c.task = given["task"].get<std::string>();
   }
   const TaskDeclaration& declaration = find_task(c.task, where);
   const std::vector<Parameter> declared = declared_parameters(c.task);
   for (const auto& [key, value] : given.items())
     require(find_parameter(declared, key) != nullptr, where,
-            config_detail::unknown_field_message(key, c.task) + " (" + c.task + " takes: " +
-                parameter_names(declared) + ")");
+            config_detail::unknown_field_message(key, c.task) + " (" + c.task +
+                " takes: " + parameter_names(declared) + ")");
   if (complete)
-    for (const Parameter& p : declared) require(given.contains(p.name), where, "missing field '" + p.name + "'");
+    for (const Parameter& p : declared)
+      require(given.contains(p.name), where, "missing field '" + p.name + "'");
 
   c.task_params = ParameterValues(declaration.parameters, given, where).json();
   const TaskSetup setup = make_task(c, where);
   const ParameterValues model(model_parameters(), given, where);
   c.mixer = model.text("mixer");
   for (std::size_t i = 0; i < std::size(kShapeFields); ++i)
-    c.shape.*kShapeFields[i] = given.contains(kShapeFieldNames[i]) ? int(model.integer(kShapeFieldNames[i]))
-                                                                  : declaration.default_shape.*kShapeFields[i];
+    c.shape.*kShapeFields[i] = given.contains(kShapeFieldNames[i])
+                                   ? int(model.integer(kShapeFieldNames[i]))
+                                   : declaration.default_shape.*kShapeFields[i];
   if (c.shape.vocab == 0) c.shape.vocab = setup.task->vocab();
   const ParameterValues training(training_parameters(), given, where);
   for (const TrainingField& f : training_fields()) {
     const nlohmann::json& v = training.json().at(f.parameter.name);
-    std::visit([&](auto member) { c.*member = v.get<std::remove_reference_t<decltype(c.*member)>>(); }, f.member);
+    std::visit(
+        [&](auto member) { c.*member = v.get<std::remove_reference_t<decltype(c.*member)>>(); },
+        f.member);
   }
 
   // Settings that depend on each other.
   const int tokens = setup.task->length() + 1;
   require(c.shape.vocab >= setup.task->vocab(), where,
-          "field 'vocab' = " + std::to_string(c.shape.vocab) + " is not allowed: task " + c.task + " needs >= " +
-              std::to_string(setup.task->vocab()));
+          "field 'vocab' = " + std::to_string(c.shape.vocab) + " is not allowed: task " + c.task +
+              " needs >= " + std::to_string(setup.task->vocab()));
   require(c.shape.d_model % c.shape.heads == 0 && c.shape.heads <= c.shape.d_model, where,
-          "field 'heads' = " + std::to_string(c.shape.heads) + " is not allowed: it must divide d_model = " +
-              std::to_string(c.shape.d_model));
+          "field 'heads' = " + std::to_string(c.shape.heads) +
+              " is not allowed: it must divide d_model = " + std::to_string(c.shape.d_model));
   require(c.shape.max_len == 0 || c.shape.max_len >= tokens - 1, where,
-          "field 'max_len' = " + std::to_string(c.shape.max_len) + " is not allowed: sequences of " +
-              std::to_string(tokens) + " tokens need max_len >= " + std::to_string(tokens - 1));
+          "field 'max_len' = " + std::to_string(c.shape.max_len) +
+              " is not allowed: sequences of " + std::to_string(tokens) +
+              " tokens need max_len >= " + std::to_string(tokens - 1));
   require(c.batch_tokens >= tokens, where,
-          "field 'batch_tokens' = " + std::to_string(c.batch_tokens) + " is not allowed: it must hold one sequence (" +
-              std::to_string(tokens) + " tokens)");
+          "field 'batch_tokens' = " + std::to_string(c.batch_tokens) +
+              " is not allowed: it must hold one sequence (" + std::to_string(tokens) + " tokens)");
   // A setting that does nothing for the mixer is refused, not recorded: heads for a mixer
   // without heads (any value but the default, which only names the shape).
-  require(find_mixer(c.mixer, where).uses_heads || c.shape.heads == declaration.default_shape.heads, where,
-          "field 'heads' = " + std::to_string(c.shape.heads) + " is not allowed for mixer " + c.mixer +
-              ": it has no heads (only the default " + std::to_string(declaration.default_shape.heads) + ")");
+  require(find_mixer(c.mixer, where).uses_heads || c.shape.heads == declaration.default_shape.heads,
+          where,
+          "field 'heads' = " + std::to_string(c.shape.heads) + " is not allowed for mixer " +
+              c.mixer + ": it has no heads (only the default " +
+              std::to_string(declaration.default_shape.heads) + ")");
   require(c.bias == 0 || find_mixer(c.mixer, where).takes_attention_bias, where,
-          "field 'bias' = " + parameter_detail::number_text(c.bias) + " is not allowed for mixer " + c.mixer +
+          "field 'bias' = " + parameter_detail::number_text(c.bias) + " is not allowed for mixer " +
+              c.mixer +
               ": it has no attention logits to bias (only 0; mixers that take it: dot_attention)");
   return c;
 }
@@ -254,19 +279,22 @@ inline TrainConfig read_train_config(const std::filesystem::path& path) {
 // Checks every value the trainer relies on; names the field at fault. max_len must be resolved.
 inline void validate(const TrainConfig& c) {
   const TrainConfig resolved = resolve_config(to_json(c), "config", true);
-  require(resolved.shape.max_len >= 1, "config", "field 'max_len' must be resolved (>= 1) before training");
+  require(resolved.shape.max_len >= 1, "config",
+          "field 'max_len' must be resolved (>= 1) before training");
 }
 
 // "lr: 0.001 (config.json) vs 0.5 (given)" for every field that differs.
 inline std::vector<std::string> config_differences(const nlohmann::json& a, const nlohmann::json& b,
-                                                   const std::string& a_name, const std::string& b_name) {
+                                                   const std::string& a_name,
+                                                   const std::string& b_name) {
   std::vector<std::string> differences;
   nlohmann::json keys = a;
   keys.update(b);
   for (const auto& [key, unused] : keys.items()) {
     const std::string va = a.contains(key) ? a[key].dump() : "(absent)";
     const std::string vb = b.contains(key) ? b[key].dump() : "(absent)";
-    if (va != vb) differences.push_back(key + ": " + va + " (" + a_name + ") vs " + vb + " (" + b_name + ")");
+    if (va != vb)
+      differences.push_back(key + ": " + va + " (" + a_name + ") vs " + vb + " (" + b_name + ")");
   }
   return differences;
 }

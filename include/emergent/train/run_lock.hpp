@@ -22,7 +22,8 @@ class RunLock {
  public:
   explicit RunLock(const std::filesystem::path& run_dir) : path_(run_dir / ".lock") {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    require(fd_ >= 0, path_.string(), std::string("cannot open the run lock: ") + std::strerror(errno));
+    require(fd_ >= 0, path_.string(),
+            std::string("cannot open the run lock: ") + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
       char holder[128] = {};
@@ -30,7 +31,8 @@ class RunLock {
       ::close(fd_);
       require(error != EWOULDBLOCK, run_dir.string(),
               "another process is training into this run folder (" +
-                  std::string(n > 0 ? holder : "holder unknown") + "); wait for it or choose another --out");
+                  std::string(n > 0 ? holder : "holder unknown") +
+                  "); wait for it or choose another --out");
       throw Error(path_.string() + ": cannot lock: " + std::strerror(error));
     }
     char host[64] = {};

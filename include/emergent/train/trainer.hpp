@@ -66,26 +66,34 @@ struct RunSummary {
 // The attention fields of a metrics row or summary: none for a mixer without attention.
 inline nlohmann::json to_json(const AttentionAnalysis& a) {
   if (!a.available) return nlohmann::json::object();
-  return {{"attention_entropy", a.entropy},          {"attention_head_iou", a.head_iou},
-          {"attention_head_iou_chance", a.head_iou_chance}, {"attention_iou", a.iou},
-          {"attention_iou_chance", a.iou_chance},       {"attention_iou_above_chance", a.iou_above_chance}};
+  return {{"attention_entropy", a.entropy},
+          {"attention_head_iou", a.head_iou},
+          {"attention_head_iou_chance", a.head_iou_chance},
+          {"attention_iou", a.iou},
+          {"attention_iou_chance", a.iou_chance},
+          {"attention_iou_above_chance", a.iou_above_chance}};
 }
 
 // Trains one run of a compiled model (train/compiled_model.hpp). Trainer<Net> below is the
 // same for a model type known at compile time.
 class RunTrainer {
  public:
-  RunTrainer(TrainConfig config, std::filesystem::path run_dir, std::unique_ptr<TrainableModel> model,
-             bool show_progress = true)
-      : config_(std::move(config)), run_dir_(std::move(run_dir)), show_progress_(show_progress),
-        model_(std::move(model)), setup_(make_task(config_)),
+  RunTrainer(TrainConfig config, std::filesystem::path run_dir,
+             std::unique_ptr<TrainableModel> model, bool show_progress = true)
+      : config_(std::move(config)),
+        run_dir_(std::move(run_dir)),
+        show_progress_(show_progress),
+        model_(std::move(model)),
+        setup_(make_task(config_)),
         batch_(std::max(1, config_.batch_tokens / (setup_.task->length() + 1))),
-        params_(model_->parameter_count()), grads_(model_->parameter_count()),
+        params_(model_->parameter_count()),
+        grads_(model_->parameter_count()),
         optimizer_(adamw_config(config_), decay_ranges(*model_), model_->parameter_count()) {
     validate(config_);
     require(config_.shape == model_->shape(), "config", "shape does not match the compiled model");
     require(config_.mixer == model_->mixer(), "config",
-            "mixer '" + config_.mixer + "' does not match the compiled model's (" + model_->mixer() + ")");
+            "mixer '" + config_.mixer + "' does not match the compiled model's (" +
+                model_->mixer() + ")");
     require(config_.bias == 0 || model_->takes_attention_bias(), "config",
             "field 'bias' must be 0: mixer " + config_.mixer + " has no attention logits to bias");
   }
@@ -119,15 +127,18 @@ class RunTrainer {
     auto last_progress = started;
     std::int64_t step = start_step;
     // A run that stopped early resumes from the checkpoint of its stop: it is finished.
-    const bool stopped_early = config_.stop_below > 0 && !history_metric_.empty() && smoothed_metric() < config_.stop_below;
+    const bool stopped_early = config_.stop_below > 0 && !history_metric_.empty() &&
+                               smoothed_metric() < config_.stop_below;
     for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
-      const double loss =
-          model_->step(params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)}, config_.threads);
+      const double loss = model_->step(
+          params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)},
+          config_.threads);
       const double lr = schedule.at(step);
       if (!std::isfinite(loss)) stop_not_finite(step, "the loss is " + std::to_string(loss));
       const double grad_norm = optimizer_.step(params_, grads_, lr);
-      if (!std::isfinite(grad_norm)) stop_not_finite(step, "the gradient norm is " + std::to_string(grad_norm));
+      if (!std::isfinite(grad_norm))
+        stop_not_finite(step, "the gradient norm is " + std::to_string(grad_norm));
 
       if (step % config_.log_every == 0) {
         const double predictable_loss = model_->weighted_mean(predictable);
@@ -141,7 +152,8 @@ class RunTrainer {
         if (step % config_.analysis_every == 0)
           row.update(to_json(model_->analyse_last_step(task, target)));
         metrics << row.dump() << '\n' << std::flush;
-        require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot append a metrics row (is the disk full?)");
+        require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
+                "cannot append a metrics row (is the disk full?)");
         history_steps_.push_back(step);
         history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
         history_loss_.push_back(loss);
@@ -210,7 +222,8 @@ class RunTrainer {
       return 0;
     }
     const CheckpointState state =
-        load_checkpoint(*checkpoint, model_->tensors(), params_, optimizer_.first_moment(), optimizer_.second_moment());
+        load_checkpoint(*checkpoint, model_->tensors(), params_, optimizer_.first_moment(),
+                        optimizer_.second_moment());
     optimizer_.set_steps(state.optimizer_steps);
     truncate_metrics(state.step);
     if (show_progress_) std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(), (long long)state.step);
@@ -243,8 +256,9 @@ class RunTrainer {
   }
 
   void save(std::int64_t step, const std::string& config_text) {
-    save_checkpoint(checkpoint_path(run_dir_, step), model_->tensors(), params_, optimizer_.first_moment(),
-                         optimizer_.second_moment(), {step, optimizer_.steps(), config_text});
+    save_checkpoint(checkpoint_path(run_dir_, step), model_->tensors(), params_,
+                    optimizer_.first_moment(), optimizer_.second_moment(),
+                    {step, optimizer_.steps(), config_text});
   }
 
   // Training on a non-finite loss or gradient would poison every later step: stop with the step
@@ -260,16 +274,19 @@ class RunTrainer {
       }
     }
     const auto last = latest_checkpoint(run_dir_);
-    const std::string reason = "training stopped at step " + std::to_string(step) + ": " + what + "; " + tensor;
-    write_text_atomically(run_dir_ / "summary.json",
-                          nlohmann::json{{"stopped", reason},
-                                         {"step", step},
-                                         {"last_checkpoint", last ? nlohmann::json(last->filename().string())
-                                                                  : nlohmann::json(nullptr)}}
-                                  .dump(2) +
-                              "\n");
+    const std::string reason =
+        "training stopped at step " + std::to_string(step) + ": " + what + "; " + tensor;
+    write_text_atomically(
+        run_dir_ / "summary.json",
+        nlohmann::json{{"stopped", reason},
+                       {"step", step},
+                       {"last_checkpoint",
+                        last ? nlohmann::json(last->filename().string()) : nlohmann::json(nullptr)}}
+                .dump(2) +
+            "\n");
     throw Error(run_dir_.string() + ": " + reason + ". " +
-                (last ? "The last good checkpoint is " + last->filename().string() : std::string("No checkpoint was written")) +
+                (last ? "The last good checkpoint is " + last->filename().string()
+                      : std::string("No checkpoint was written")) +
                 "; a smaller lr or gradient clipping may avoid it");
   }
 
@@ -278,10 +295,11 @@ class RunTrainer {
     const double elapsed = seconds_since(started);
     const double rate = double(step - start_step) / std::max(elapsed, 1e-9);
     const double eta = double(config_.steps - step) / std::max(rate, 1e-9);
-    std::fprintf(stderr, "\r%s  step %lld/%lld  loss %.4f  %s %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
-                 run_dir_.filename().string().c_str(), (long long)step, (long long)config_.steps, loss,
-                 setup_.thresholds.metric.c_str(), history_metric_.empty() ? 0.0 : history_metric_.back(), rate,
-                 rate * batch_ * (setup_.task->length() + 1), eta);
+    std::fprintf(
+        stderr, "\r%s  step %lld/%lld  loss %.4f  %s %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
+        run_dir_.filename().string().c_str(), (long long)step, (long long)config_.steps, loss,
+        setup_.thresholds.metric.c_str(), history_metric_.empty() ? 0.0 : history_metric_.back(),
+        rate, rate * batch_ * (setup_.task->length() + 1), eta);
   }
 
   RunSummary finish(std::int64_t steps_done, double wall) {
@@ -297,7 +315,8 @@ class RunTrainer {
       s.final_metric = e.final_value;
       s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
     }
-    s.eval = model_->evaluate(params_, *setup_.task, config_.seed, batch_, float(config_.bias), nullptr, nullptr);
+    s.eval = model_->evaluate(params_, *setup_.task, config_.seed, batch_, float(config_.bias),
+                              nullptr, nullptr);
     const std::string& name = setup_.predictable_name;
     char definitions[512];
     std::snprintf(definitions, sizeof definitions,
@@ -339,7 +358,8 @@ template <class Net>
 class Trainer : public RunTrainer {
  public:
   Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
-      : RunTrainer(std::move(config), std::move(run_dir), std::make_unique<CompiledModel<Net>>(), show_progress) {}
+      : RunTrainer(std::move(config), std::move(run_dir), std::make_unique<CompiledModel<Net>>(),
+                   show_progress) {}
 };
 
 }  // namespace emergent
