@@ -14,6 +14,7 @@
 // when a run never got there in its N steps.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <emergent/train/trainer.hpp>
 #include <filesystem>
 #include <fstream>
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
                     sum / double(seeds.size()), steps.c_str());
       }
     }
-  } catch (const emergent::Error& e) {
+  } catch (const std::exception& e) {  // emergent::Error and anything else: one line, exit 1
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -10,6 +10,7 @@
 // --steps is reported as censored (">steps"), never dropped.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
       std::printf("%6d  %-28s  %-28s  %s / %s\n", S, plain.c_str(), biased.c_str(),
                   paper == kPaperNoBias.end() ? "?" : paper->second.c_str(), S == 4 ? "~61" : "~160-200");
     }
-  } catch (const emergent::Error& e) {
+  } catch (const std::exception& e) {  // emergent::Error and anything else: one line, exit 1
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -2,6 +2,7 @@
 // answers are known in closed form.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -147,4 +148,35 @@ TEST_CASE("first_step_below on a synthetic step curve, and the censored case") {
   CHECK_FALSE(censored.midpoint_step.has_value());
   CHECK_FALSE(censored.solved_step.has_value());
   CHECK(censored.final_value == doctest::Approx(std::log(2.0)));
+}
+
+TEST_CASE("chance IoU: hand-worked cases and a simulation of random heads") {
+  // 3 target keys of 4: one random head meets 3 of them with probability 1/4 (IoU 1), else 2
+  // (IoU 2/4); the best of M heads misses only if all M do.
+  CHECK(emergent::chance_row_iou(4, 3, 1) == doctest::Approx(0.25 * 1.0 + 0.75 * 0.5));
+  CHECK(emergent::chance_row_iou(4, 3, 32) == doctest::Approx(1.0 - 0.5 * std::pow(0.75, 32)));
+  CHECK(emergent::chance_row_iou(5, 5, 3) == doctest::Approx(1.0));  // every key is a target
+  CHECK(emergent::chance_row_iou(16, 1, 1) == doctest::Approx(1.0 / 16));
+  CHECK_THROWS_AS(emergent::chance_row_iou(4, 5, 1), emergent::Error);
+  // Simulation: M heads each choosing k random keys of n, the best IoU per row, averaged.
+  const int n = 16, k = 3, M = 8, samples = 20000;
+  std::uint64_t state = 12345;
+  const auto next = [&state] {  // a small LCG: independent of the code under test
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  double total = 0;
+  for (int s = 0; s < samples; ++s) {
+    double best = 0;
+    for (int h = 0; h < M; ++h) {
+      std::vector<int> keys(n);
+      for (int i = 0; i < n; ++i) keys[i] = i;
+      for (int i = 0; i < k; ++i) std::swap(keys[i], keys[i + next() % (n - i)]);
+      int hits = 0;
+      for (int i = 0; i < k; ++i) hits += keys[i] < k ? 1 : 0;  // the targets are keys 0..k-1
+      best = std::max(best, double(hits) / double(2 * k - hits));
+    }
+    total += best;
+  }
+  CHECK(total / samples == doctest::Approx(emergent::chance_row_iou(n, k, M)).epsilon(0.01));
 }

@@ -415,6 +415,27 @@ TEST_CASE("trainer runs the cellular automaton with a 4-layer model, the bias an
   // With c = 5 on the target window in every head, the attention of the analysed queries
   // concentrates on that window: the best head matches every target row.
   CHECK(summary.eval.attention.iou == doctest::Approx(1.0));
+  // and above chance: 3 target keys of 5, 8 heads: the best random head scores 0.785
+  CHECK(summary.eval.attention.iou_chance == doctest::Approx(0.785).epsilon(1e-3));
+  CHECK(summary.eval.attention.iou_above_chance == doctest::Approx(1.0));
+  CHECK(s["eval"]["attention_head_iou"].size() == 4);
+  CHECK(s["eval"]["attention_head_iou"][0].size() == 2);
+}
+
+TEST_CASE("an untrained model's attention IoU is about chance, and reported as such") {
+  using LinearNet = Model<DotAttention, Shape{.vocab = 2, .d_model = 32, .heads = 8, .layers = 1, .d_ff = 32, .max_len = 32}>;
+  const emergent::LinearMap task(16, 3, 0);
+  const emergent::TaskAdapter<emergent::LinearMap> adapter(task);
+  std::vector<float> params(LinearNet::parameter_count);
+  LinearNet::init(params, 7);
+  const emergent::EvalResult r = emergent::evaluate<LinearNet>(params, adapter, 7, 64, 0.0f);
+  CAPTURE(r.attention.iou);
+  CAPTURE(r.attention.iou_chance);
+  CHECK(r.attention.iou > 0.2);  // the best of 8 heads per row, by chance alone
+  CHECK(r.attention.iou_chance == doctest::Approx(emergent::chance_row_iou(16, 3, 8)));
+  CHECK(std::abs(r.attention.iou_above_chance) < 0.2);
+  // one head attending to random keys: E[i / (6 - i)], i ~ hypergeometric(16, 3, 3)
+  CHECK(r.attention.head_iou_chance == doctest::Approx(emergent::chance_row_iou(16, 3, 1)));
 }
 
 TEST_CASE("checkpoint file names: only step_<digits>.safetensors counts, .tmp leftovers never do") {

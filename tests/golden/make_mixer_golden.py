@@ -13,6 +13,8 @@ transformers, from PyPI), or plain PyTorch where the mixer is one matrix product
                   flash-linear-attention's naive_recurrent_gated_delta_rule), inside the layer of
                   flash-linear-attention's GatedDeltaNet written out below in PyTorch.
   mlp_mixer       plain PyTorch: tril(W)[:T, :T] @ X + b.
+Where fla-core is installed, the script also asserts that flash-linear-attention's own
+naive_recurrent_gated_delta_rule gives transformers' recurrence (they agreed to 1.2e-7).
 
 Where our layer differs from theirs on purpose, the fixture bridges it, and says so here:
   - Mamba: conv1d.weight is stored [E, K] here, [E, 1, K] there (squeezed).
@@ -35,6 +37,7 @@ results rounded once to F32. B = 2, T = 21 (past the 16-token chunks of Mamba's 
 gated delta rule, not a multiple of anything), D = 16, 2 heads, d_ff = 24, max_len = 24.
 
     bash tests/golden/setup-hf-venv.sh
+    .venv-torch/bin/pip install einops && .venv-torch/bin/pip install --no-deps fla-core   # the cross-check
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv-torch/bin/python tests/golden/make_mixer_golden.py
 """
 import json
@@ -189,6 +192,34 @@ def gated_deltanet(g):
 
     # o_norm.weight is the norm module's parameter: its gradient lands there.
     run_case("gated_deltanet", p, layer, g, grad_source={"o_norm.weight": norm.weight})
+    cross_check_fla(g)
+
+
+def cross_check_fla(g):
+    """A second outside implementation of the recurrence, where installed: flash-linear-attention's
+    naive_recurrent_gated_delta_rule (fla-core, pure PyTorch; loaded from its file, since the fla
+    package imports Triton) must give transformers' result on the same l2-normalised q, k."""
+    import importlib.util
+    spec = importlib.util.find_spec("fla")
+    if spec is None:
+        print("gated_deltanet: fla-core not installed, cross-check skipped")
+        return
+    path = Path(spec.submodule_search_locations[0]) / "ops" / "gated_delta_rule" / "naive.py"
+    module_spec = importlib.util.spec_from_file_location("fla_gated_delta_naive", path)
+    naive = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(naive)
+    c = torch.Generator().manual_seed(7)
+    Dh = D // H
+    q, k, v = (torch.randn(B, T, H, Dh, generator=c, dtype=torch.float64) for _ in range(3))
+    beta = torch.rand(B, T, H, generator=c, dtype=torch.float64)
+    gate = -torch.rand(B, T, H, generator=c, dtype=torch.float64)
+    ours, _ = torch_recurrent_gated_delta_rule(q, k, v, g=gate, beta=beta, initial_state=None, output_final_state=False,
+                                               use_qk_l2norm_in_kernel=True)
+    unit = lambda x: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)  # transformers' l2norm, eps 1e-6
+    theirs, _ = naive.naive_recurrent_gated_delta_rule(unit(q), unit(k), v, beta, gate)
+    difference = (ours.double() - theirs.double()).abs().max().item()
+    assert difference < 1e-5, difference
+    print(f"gated_deltanet: transformers' and fla-core's recurrences agree to {difference:.2g}")
 
 
 def mlp_mixer(g):

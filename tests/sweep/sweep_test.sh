@@ -17,17 +17,25 @@ trap 'pkill -9 -f "$dir" 2>/dev/null || true; rm -rf "$dir"' EXIT
 "$cli" sweep collect "$dir/A" > /dev/null
 test "$(wc -l < "$dir/A/results.jsonl")" -eq 8
 
-# Killed twice, at different moments, then resumed to the end.
-for delay in 1.5 3; do
+# Killed twice, then resumed to the end: first once some run has its first checkpoint (no run
+# can have finished: 150 steps), then once two runs have rows (others are mid-way).
+wait_for() {  # wait_for CONDITION: polls up to 60 s
+  for _ in $(seq 600); do eval "$1" && return 0; sleep 0.1; done
+  echo "timed out waiting for: $1"; exit 1
+}
+for condition in 'ls "$dir"/B/runs/*/step_000010.safetensors > /dev/null 2>&1' \
+                 'test "$(cat "$dir"/B/rows/*.jsonl 2> /dev/null | wc -l)" -ge 2'; do
   "$cli" sweep "$sweep" --out "$dir/B" --quiet 2> /dev/null &
   pid=$!
-  sleep "$delay"
+  wait_for "$condition"
   kill -9 "$pid"
   wait "$pid" 2> /dev/null || true
   sleep 0.5
   if pgrep -f "train --config $dir/B" > /dev/null; then echo "a trainer outlived its sweep"; exit 1; fi
   "$cli" sweep status "$dir/B" > "$dir/status.txt"
-  grep -Eq "8 runs: .* left \([1-9][0-9]* of them started\)" "$dir/status.txt"  # runs cut mid-way
+  grep -Eq "8 runs: [0-7] done, 0 running, [1-8] left" "$dir/status.txt"
+  # after the first kill, the runs cut mid-way are there to resume
+  [ -e "$dir/first_kill.txt" ] || { cp "$dir/status.txt" "$dir/first_kill.txt"; grep -Eq "\([1-9][0-9]* of them started\)" "$dir/first_kill.txt"; }
 done
 "$cli" sweep "$sweep" --out "$dir/B" --quiet 2> /dev/null
 # Every run's row exactly once in the raw rows, and the same numbers as the uninterrupted sweep.
