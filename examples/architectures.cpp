@@ -14,8 +14,8 @@
 // when a run never got there in its N steps.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <exception>
 #include <emergent/train/trainer.hpp>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>

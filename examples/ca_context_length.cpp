@@ -10,6 +10,8 @@
 // --steps is reported as censored (">steps"), never dropped.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/train/trainer.hpp>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -18,9 +20,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <emergent/mixers/dot_attention.hpp>
-#include <emergent/train/trainer.hpp>
 
 namespace {
 

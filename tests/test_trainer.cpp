@@ -423,7 +423,9 @@ TEST_CASE("trainer runs the cellular automaton with a 4-layer model, the bias an
 }
 
 TEST_CASE("an untrained model's attention IoU is about chance, and reported as such") {
-  using LinearNet = Model<DotAttention, Shape{.vocab = 2, .d_model = 32, .heads = 8, .layers = 1, .d_ff = 32, .max_len = 32}>;
+  using LinearNet =
+      Model<DotAttention,
+            Shape{.vocab = 2, .d_model = 32, .heads = 8, .layers = 1, .d_ff = 32, .max_len = 32}>;
   const emergent::LinearMap task(16, 3, 0);
   const emergent::TaskAdapter<emergent::LinearMap> adapter(task);
   std::vector<float> params(LinearNet::parameter_count);

@@ -107,8 +107,9 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
       // pattern from a random one (the automaton at S = 4: 3 target keys of 4, chance 0.9999 for
       // 32 heads): report 0 rather than a ratio of two rounding errors.
       constexpr double kMinimumRoom = 0.05;
-      out.iou_above_chance =
-          1 - out.iou_chance >= kMinimumRoom ? (out.iou - out.iou_chance) / (1 - out.iou_chance) : 0.0;
+      out.iou_above_chance = 1 - out.iou_chance >= kMinimumRoom
+                                 ? (out.iou - out.iou_chance) / (1 - out.iou_chance)
+                                 : 0.0;
     }
     return out;
   }
