@@ -21,21 +21,16 @@
 // the visible triangle: query i meets i + 1 keys, so Q K^T and A V cost 4 D (i + 1) per query over
 // all heads, 4 D T (T + 1) / 2 = 2 D T (T + 1) per sequence. (The AVX-512 kernels compute
 // whole tiles of queries and keys, including the masked part of each diagonal tile, so they do
-// somewhat more work than counted.) The elementwise benchmarks (LayerNorm, GELU, AdamW) count their own
-// arithmetic per element instead, with erf, exp, sqrt and division one FLOP each.
+// somewhat more work than counted.) The elementwise benchmarks (LayerNorm, GELU, AdamW) count their
+// own arithmetic per element instead, with erf, exp, sqrt and division one FLOP each.
 //
 // Inputs are deterministic: Philox streams of fixed seeds (core/philox.hpp), the same on every
 // machine.
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <cstdint>
-#include <span>
-#include <string>
-#include <vector>
-
 #include <emergent/core/arena.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/core/philox.hpp>
@@ -50,14 +45,19 @@
 #include <emergent/nn/layernorm.hpp>
 #include <emergent/nn/linear.hpp>
 #include <emergent/optim/adamw.hpp>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace {
 
 constexpr int kD = 128, kH = 8, kF = 512;
 
 // The two trained models (as train_throughput's linmap_S16_4096 and ca_L4_1024).
-constexpr emergent::Shape kLinearMap = {.vocab = 2, .d_model = kD, .heads = kH, .layers = 1, .d_ff = kF, .max_len = 31};
-constexpr emergent::Shape kCellularAutomaton = {.vocab = 4, .d_model = kD, .heads = kH, .layers = 4, .d_ff = kF, .max_len = 1024};
+constexpr emergent::Shape kLinearMap = {
+    .vocab = 2, .d_model = kD, .heads = kH, .layers = 1, .d_ff = kF, .max_len = 31};
+constexpr emergent::Shape kCellularAutomaton = {
+    .vocab = 4, .d_model = kD, .heads = kH, .layers = 4, .d_ff = kF, .max_len = 1024};
 using LinearMapNet = emergent::Model<emergent::DotAttention, kLinearMap>;
 using CellularAutomatonNet = emergent::Model<emergent::DotAttention, kCellularAutomaton>;
 using Attention = emergent::DotAttention<kLinearMap, float>;  // the mixer depends on D and H only
@@ -90,27 +90,35 @@ std::vector<float> normal_values(std::size_t count, std::uint64_t stream) {
 std::vector<std::int32_t> random_tokens(std::size_t count, int vocab, std::uint64_t stream) {
   const emergent::PhiloxStream rng(20260425, stream);
   std::vector<std::int32_t> out(count);
-  for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<std::int32_t>(rng.u32(i) % static_cast<std::uint32_t>(vocab));
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = static_cast<std::int32_t>(rng.u32(i) % static_cast<std::uint32_t>(vocab));
   return out;
 }
 
 // The token counts of the two tasks as (B, T) arguments.
 void token_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "T"})->Args({128, 31})->Args({4, 1024})->UseRealTime()->Unit(benchmark::kMicrosecond);
+  b->ArgNames({"B", "T"})
+      ->Args({128, 31})
+      ->Args({4, 1024})
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
 }
 
 struct Tokens {
   int batch, length;
   std::int64_t n;
   explicit Tokens(const benchmark::State& state)
-      : batch(static_cast<int>(state.range(0))), length(static_cast<int>(state.range(1))),
+      : batch(static_cast<int>(state.range(0))),
+        length(static_cast<int>(state.range(1))),
         n(static_cast<std::int64_t>(batch) * length) {}
 };
 
 // FLOP/s and tokens/s from a per-iteration FLOP count and token count.
-void report(benchmark::State& state, double flops_per_iteration, std::int64_t tokens_per_iteration) {
+void report(benchmark::State& state, double flops_per_iteration,
+            std::int64_t tokens_per_iteration) {
   const auto iterations = static_cast<double>(state.iterations());
-  state.counters["FLOP/s"] = benchmark::Counter(flops_per_iteration * iterations, benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops_per_iteration * iterations, benchmark::Counter::kIsRate);
   state.SetItemsProcessed(tokens_per_iteration * state.iterations());
 }
 
@@ -132,7 +140,8 @@ void linear_forward_benchmark(benchmark::State& state, bool through_eigen) {
                     emergent::nn::ConstMatrixMap<float>(w.data(), out, in).transpose();
       Y.rowwise() += emergent::nn::ConstVectorMap<float>(b.data(), out);
     } else {
-      emergent::nn::linear_forward(y.data(), x.data(), w.data(), b.data(), static_cast<int>(tk.n), in, out);
+      emergent::nn::linear_forward(y.data(), x.data(), w.data(), b.data(), static_cast<int>(tk.n),
+                                   in, out);
     }
     benchmark::ClobberMemory();
   }
@@ -167,11 +176,12 @@ BENCHMARK(BM_LinearBackward)->Apply(token_args);
 void BM_LayerNormForward(benchmark::State& state) {
   use_threads(1);
   const Tokens tk(state);
-  const auto x = normal_values(tk.n * kD, 1), gamma = uniform_values(kD, 1.0f, 2), beta = uniform_values(kD, 1.0f, 3);
+  const auto x = normal_values(tk.n * kD, 1), gamma = uniform_values(kD, 1.0f, 2),
+             beta = uniform_values(kD, 1.0f, 3);
   std::vector<float> y(tk.n * kD), mean(tk.n), rstd(tk.n);
   for (auto _ : state) {
-    emergent::nn::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
-                                    static_cast<int>(tk.n), kD);
+    emergent::nn::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(),
+                                    beta.data(), static_cast<int>(tk.n), kD);
     benchmark::ClobberMemory();
   }
   report(state, 8.0 * tk.n * kD, tk.n);
@@ -182,14 +192,16 @@ BENCHMARK(BM_LayerNormForward)->Apply(token_args);
 void BM_LayerNormBackward(benchmark::State& state) {
   use_threads(1);
   const Tokens tk(state);
-  const auto x = normal_values(tk.n * kD, 1), gamma = uniform_values(kD, 1.0f, 2), beta = uniform_values(kD, 1.0f, 3),
-             dy = normal_values(tk.n * kD, 4);
-  std::vector<float> y(tk.n * kD), mean(tk.n), rstd(tk.n), dx(tk.n * kD, 0.0f), dgamma(kD, 0.0f), dbeta(kD, 0.0f);
-  emergent::nn::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(),
-                                  static_cast<int>(tk.n), kD);
+  const auto x = normal_values(tk.n * kD, 1), gamma = uniform_values(kD, 1.0f, 2),
+             beta = uniform_values(kD, 1.0f, 3), dy = normal_values(tk.n * kD, 4);
+  std::vector<float> y(tk.n * kD), mean(tk.n), rstd(tk.n), dx(tk.n * kD, 0.0f), dgamma(kD, 0.0f),
+      dbeta(kD, 0.0f);
+  emergent::nn::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(),
+                                  beta.data(), static_cast<int>(tk.n), kD);
   for (auto _ : state) {
-    emergent::nn::layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(), mean.data(),
-                                     rstd.data(), gamma.data(), static_cast<int>(tk.n), kD);
+    emergent::nn::layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), dy.data(), x.data(),
+                                     mean.data(), rstd.data(), gamma.data(), static_cast<int>(tk.n),
+                                     kD);
     benchmark::ClobberMemory();
   }
   report(state, 19.0 * tk.n * kD, tk.n);
@@ -232,31 +244,44 @@ void BM_GeluBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_GeluBackward)->Apply(token_args);
 
-// ---- MLP: fc (D -> F) + GELU + proj (F -> D), as Model::forward/backward run it ------------------
+// ---- MLP: fc (D -> F) + GELU + proj (F -> D), as Model::forward/backward run it
+// ------------------
 
 struct Mlp {
   std::int64_t n;
-  std::vector<float> x, fc_w, fc_b, proj_w, proj_b, fc, hidden, y;  // forward
+  std::vector<float> x, fc_w, fc_b, proj_w, proj_b, fc, hidden, y;          // forward
   std::vector<float> dy, d_hidden, dx, d_fc_w, d_fc_b, d_proj_w, d_proj_b;  // backward
   explicit Mlp(std::int64_t tokens)
-      : n(tokens), x(normal_values(n * kD, 1)), fc_w(uniform_values(std::size_t(kF) * kD, 0.0884f, 2)),
-        fc_b(uniform_values(kF, 0.0884f, 3)), proj_w(uniform_values(std::size_t(kD) * kF, 0.0442f, 4)),
-        proj_b(uniform_values(kD, 0.0442f, 5)), fc(n * kF), hidden(n * kF), y(n * kD),
-        dy(normal_values(n * kD, 6)), d_hidden(n * kF), dx(n * kD), d_fc_w(fc_w.size(), 0.0f),
-        d_fc_b(kF, 0.0f), d_proj_w(proj_w.size(), 0.0f), d_proj_b(kD, 0.0f) {}
+      : n(tokens),
+        x(normal_values(n * kD, 1)),
+        fc_w(uniform_values(std::size_t(kF) * kD, 0.0884f, 2)),
+        fc_b(uniform_values(kF, 0.0884f, 3)),
+        proj_w(uniform_values(std::size_t(kD) * kF, 0.0442f, 4)),
+        proj_b(uniform_values(kD, 0.0442f, 5)),
+        fc(n * kF),
+        hidden(n * kF),
+        y(n * kD),
+        dy(normal_values(n * kD, 6)),
+        d_hidden(n * kF),
+        dx(n * kD),
+        d_fc_w(fc_w.size(), 0.0f),
+        d_fc_b(kF, 0.0f),
+        d_proj_w(proj_w.size(), 0.0f),
+        d_proj_b(kD, 0.0f) {}
   void forward() {
     const int rows = static_cast<int>(n);
     emergent::nn::linear_forward(fc.data(), x.data(), fc_w.data(), fc_b.data(), rows, kD, kF);
     emergent::nn::gelu_forward(hidden.data(), fc.data(), n * kF);
-    emergent::nn::linear_forward(y.data(), hidden.data(), proj_w.data(), proj_b.data(), rows, kF, kD);
+    emergent::nn::linear_forward(y.data(), hidden.data(), proj_w.data(), proj_b.data(), rows, kF,
+                                 kD);
   }
   void backward() {
     const int rows = static_cast<int>(n);
-    emergent::nn::linear_backward(d_hidden.data(), d_proj_w.data(), d_proj_b.data(), dy.data(), hidden.data(),
-                                  proj_w.data(), rows, kF, kD);
+    emergent::nn::linear_backward(d_hidden.data(), d_proj_w.data(), d_proj_b.data(), dy.data(),
+                                  hidden.data(), proj_w.data(), rows, kF, kD);
     emergent::nn::gelu_backward(d_hidden.data(), d_hidden.data(), fc.data(), n * kF);
-    emergent::nn::linear_backward(dx.data(), d_fc_w.data(), d_fc_b.data(), d_hidden.data(), x.data(), fc_w.data(),
-                                  rows, kD, kF);
+    emergent::nn::linear_backward(dx.data(), d_fc_w.data(), d_fc_b.data(), d_hidden.data(),
+                                  x.data(), fc_w.data(), rows, kD, kF);
   }
 };
 
@@ -295,15 +320,21 @@ struct AttentionRun {
   Attention::Activations acts;
   std::vector<float> params, grads, x, y, dy, dx;
   AttentionRun(int batch, int length)
-      : ctx{batch, length, nullptr, 0.0f}, params(uniform_values(Attention::layout.total, 0.0884f, 1)),
-        grads(Attention::layout.total, 0.0f), x(normal_values(std::size_t(batch) * length * kD, 2)),
-        y(x.size()), dy(normal_values(x.size(), 3)), dx(x.size()) {
+      : ctx{batch, length, nullptr, 0.0f},
+        params(uniform_values(Attention::layout.total, 0.0884f, 1)),
+        grads(Attention::layout.total, 0.0f),
+        x(normal_values(std::size_t(batch) * length * kD, 2)),
+        y(x.size()),
+        dy(normal_values(x.size(), 3)),
+        dx(x.size()) {
     Attention::carve(arena, acts, batch, length);  // sizing pass
     arena.allocate_and_rewind();
     Attention::carve(arena, acts, batch, length);  // carving pass
   }
   void forward() { Attention::forward(params.data(), x.data(), y.data(), acts, ctx); }
-  void backward() { Attention::backward(params.data(), grads.data(), x.data(), dy.data(), dx.data(), acts, ctx); }
+  void backward() {
+    Attention::backward(params.data(), grads.data(), x.data(), dy.data(), dx.data(), acts, ctx);
+  }
 };
 
 // Forward FLOPs per sequence: projections 2 T D (3D) + 2 T D D = 8 T D^2, plus causal Q K^T and
@@ -352,21 +383,27 @@ void BM_EmbeddingAndHead(benchmark::State& state) {
   const Tokens tk(state);
   const int V = static_cast<int>(state.range(2)), B = tk.batch, T = tk.length;
   const int rows = static_cast<int>(tk.n);
-  const auto token_table = normal_values(std::size_t(V) * kD, 1), position_table = normal_values(std::size_t(T) * kD, 2),
+  const auto token_table = normal_values(std::size_t(V) * kD, 1),
+             position_table = normal_values(std::size_t(T) * kD, 2),
              head = uniform_values(std::size_t(V) * kD, 0.0884f, 3);
   const auto inputs = random_tokens(tk.n, V, 4), targets = random_tokens(tk.n, V, 5);
   const std::vector<float> weights(T, 1.0f);
-  std::vector<float> x(tk.n * kD), logits(tk.n * V), probs(tk.n * V), ce(tk.n), correct(tk.n), dlogits(tk.n * V),
-      dx(tk.n * kD), d_head(head.size(), 0.0f), d_token(token_table.size(), 0.0f), d_position(position_table.size(), 0.0f);
+  std::vector<float> x(tk.n * kD), logits(tk.n * V), probs(tk.n * V), ce(tk.n), correct(tk.n),
+      dlogits(tk.n * V), dx(tk.n * kD), d_head(head.size(), 0.0f),
+      d_token(token_table.size(), 0.0f), d_position(position_table.size(), 0.0f);
   const float scale = 1.0f / static_cast<float>(tk.n);
   for (auto _ : state) {
-    emergent::nn::embedding_forward(x.data(), inputs.data(), token_table.data(), position_table.data(), B, T, kD);
+    emergent::nn::embedding_forward(x.data(), inputs.data(), token_table.data(),
+                                    position_table.data(), B, T, kD);
     emergent::nn::linear_forward<float>(logits.data(), x.data(), head.data(), nullptr, rows, kD, V);
-    emergent::nn::cross_entropy_forward(probs.data(), ce.data(), correct.data(), logits.data(), targets.data(), tk.n, V);
-    emergent::nn::cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), weights.data(), tk.n, T, V, scale);
-    emergent::nn::linear_backward<float>(dx.data(), d_head.data(), nullptr, dlogits.data(), x.data(), head.data(), rows,
-                                         kD, V);
-    emergent::nn::embedding_backward(d_token.data(), d_position.data(), dx.data(), inputs.data(), B, T, kD);
+    emergent::nn::cross_entropy_forward(probs.data(), ce.data(), correct.data(), logits.data(),
+                                        targets.data(), tk.n, V);
+    emergent::nn::cross_entropy_backward(dlogits.data(), probs.data(), targets.data(),
+                                         weights.data(), tk.n, T, V, scale);
+    emergent::nn::linear_backward<float>(dx.data(), d_head.data(), nullptr, dlogits.data(),
+                                         x.data(), head.data(), rows, kD, V);
+    emergent::nn::embedding_backward(d_token.data(), d_position.data(), dx.data(), inputs.data(), B,
+                                     T, kD);
     benchmark::ClobberMemory();
   }
   report(state, 6.0 * tk.n * kD * V, tk.n);
@@ -393,9 +430,11 @@ std::vector<emergent::DecayRange> decay_ranges() {
 void BM_AdamWStep(benchmark::State& state) {
   use_threads(1);
   const bool ca = state.range(0) == 4;
-  const std::size_t count = ca ? CellularAutomatonNet::parameter_count : LinearMapNet::parameter_count;
-  emergent::AdamW<float> optimizer(emergent::AdamWConfig{},
-                                   ca ? decay_ranges<CellularAutomatonNet>() : decay_ranges<LinearMapNet>(), count);
+  const std::size_t count =
+      ca ? CellularAutomatonNet::parameter_count : LinearMapNet::parameter_count;
+  emergent::AdamW<float> optimizer(
+      emergent::AdamWConfig{},
+      ca ? decay_ranges<CellularAutomatonNet>() : decay_ranges<LinearMapNet>(), count);
   auto params = uniform_values(count, 0.0884f, 1);
   const auto grads = normal_values(count, 2);
   for (auto _ : state) {
@@ -403,14 +442,21 @@ void BM_AdamWStep(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const auto iterations = static_cast<double>(state.iterations());
-  state.counters["FLOP/s"] = benchmark::Counter(17.0 * double(count) * iterations, benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(17.0 * double(count) * iterations, benchmark::Counter::kIsRate);
   state.SetItemsProcessed(static_cast<std::int64_t>(count) * state.iterations());
   state.SetBytesProcessed(static_cast<std::int64_t>(count) * 32 * state.iterations());
   state.SetLabel(std::to_string(count) + " parameters");
 }
-BENCHMARK(BM_AdamWStep)->ArgName("layers")->Arg(1)->Arg(4)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AdamWStep)
+    ->ArgName("layers")
+    ->Arg(1)
+    ->Arg(4)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
-// ---- A whole training step: DataParallelStep::run + AdamW ----------------------------------------
+// ---- A whole training step: DataParallelStep::run + AdamW
+// ----------------------------------------
 
 // FLOPs per token as in train_throughput.cpp: 6 P + 6 L D (T + 1), P = L (4 D^2 + 2 D F) + V D.
 template <class Net>
@@ -420,7 +466,8 @@ void train_step(benchmark::State& state, int batch, int length, int threads) {
   const std::size_t N = static_cast<std::size_t>(batch) * length;
   std::vector<float> params(Net::parameter_count), grads(Net::parameter_count);
   Net::init(params, 1234);
-  emergent::AdamW<float> optimizer(emergent::AdamWConfig{}, decay_ranges<Net>(), Net::parameter_count);
+  emergent::AdamW<float> optimizer(emergent::AdamWConfig{}, decay_ranges<Net>(),
+                                   Net::parameter_count);
   emergent::DataParallelStep<Net> step(threads);
   // A few pre-drawn batches of random tokens, cycled, so that every step sees new data.
   constexpr int kBatches = 4;
@@ -449,15 +496,17 @@ void train_step(benchmark::State& state, int batch, int length, int threads) {
   const double flops_per_token = 6.0 * matmul_params + 6.0 * L * D * (length + 1.0);
   report(state, flops_per_token * double(N), static_cast<std::int64_t>(N));
   state.counters["loss"] = loss;
-  state.SetLabel(std::string(L == 1 ? "linear map" : "cellular automaton") + " B=" + std::to_string(batch) +
-                 " T=" + std::to_string(length));
+  state.SetLabel(std::string(L == 1 ? "linear map" : "cellular automaton") +
+                 " B=" + std::to_string(batch) + " T=" + std::to_string(length));
 }
 
 // Args: layers (1: linear-map model, B = 128, T = 31; 4: CA model, B = 4, T = 1024), threads.
 void BM_TrainStep(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(1));
-  if (state.range(0) == 1) train_step<LinearMapNet>(state, 128, 31, threads);
-  else train_step<CellularAutomatonNet>(state, 4, 1024, threads);
+  if (state.range(0) == 1)
+    train_step<LinearMapNet>(state, 128, 31, threads);
+  else
+    train_step<CellularAutomatonNet>(state, 4, 1024, threads);
 }
 BENCHMARK(BM_TrainStep)
     ->ArgNames({"layers", "threads"})

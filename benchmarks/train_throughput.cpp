@@ -3,9 +3,9 @@
 // Benchmark suite: each run prints one JSON line.
 //
 //   train_throughput --config linmap_S16_4096 --threads 2 --steps 50 --warmup 20
-//   train_throughput --gemm-peak --threads 2        # fp32 GEMM at 1024^3 and 2048^3: Eigen and nn/gemm.hpp
-//   train_throughput --list
-//   train_throughput                                # (make bench) a short default run
+//   train_throughput --gemm-peak --threads 2        # fp32 GEMM at 1024^3 and 2048^3: Eigen and
+//   nn/gemm.hpp train_throughput --list train_throughput                                # (make
+//   bench) a short default run
 //
 // Every configuration: pre-LN GPT with dot attention, D = 128, 8 heads, MLP 512, full-sequence
 // loss (weight 1 at every position), AdamW lr 1e-3 (default betas, weight decay 0.01 on the
@@ -30,12 +30,18 @@
 // gflops = flops_per_token * tokens_per_s / 1e9 is the useful matmul rate, directly comparable
 // with the GEMM peak that --gemm-peak measures.
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <emergent/core/arena.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/data_parallel.hpp>
+#include <emergent/model/model.hpp>
+#include <emergent/nn/gemm.hpp>
+#include <emergent/optim/adamw.hpp>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -45,26 +51,21 @@
 #include <string>
 #include <vector>
 
-#include <emergent/core/arena.hpp>
-#include <emergent/core/parallel.hpp>
-#include <emergent/mixers/dot_attention.hpp>
-#include <emergent/model/data_parallel.hpp>
-#include <emergent/model/model.hpp>
-#include <emergent/nn/gemm.hpp>
-#include <emergent/optim/adamw.hpp>
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 constexpr emergent::Shape linmap_shape(int S) {
   return {.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 2 * S - 1};
 }
 constexpr emergent::Shape kLinmapS16 = linmap_shape(16);
 constexpr emergent::Shape kLinmapS32 = linmap_shape(32);
-constexpr emergent::Shape kCaL4 = {.vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
+constexpr emergent::Shape kCaL4 = {
+    .vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
 
 struct Options {
   std::string config = "linmap_S16_4096";
@@ -111,7 +112,8 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   std::vector<emergent::DecayRange> ranges;
   for (const auto& t : Net::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
   emergent::AdamW<float> optimizer(emergent::AdamWConfig{}, ranges, Net::parameter_count);
-  emergent::DataParallelStep<Net> parallel_step;  // what the Trainer runs: one slice of the batch a thread
+  emergent::DataParallelStep<Net>
+      parallel_step;  // what the Trainer runs: one slice of the batch a thread
 
   // Random tokens, fresh for every step: a few pre-drawn batches, cycled (drawing is not timed).
   constexpr int kBatches = 4;
@@ -131,7 +133,8 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   double loss = 0;
   auto step = [&](int i) {
     const int k = i % kBatches;
-    loss = parallel_step.run(params, grads, {batch, length, inputs[k], targets[k], loss_weights, {}, 0.0f});
+    loss = parallel_step.run(params, grads,
+                             {batch, length, inputs[k], targets[k], loss_weights, {}, 0.0f});
     optimizer.step(params, grads, 1e-3);
   };
   for (int i = 0; i < warmup; ++i) step(i);
@@ -146,7 +149,8 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   // params, grads, m, v, and the gradient buffer of every slice but the first; one workspace per
   // slice of the batch
   const auto workspaces = parallel_step.workspaces();
-  const std::size_t state_bytes = (4 + workspaces.size() - 1) * Net::parameter_count * sizeof(float);
+  const std::size_t state_bytes =
+      (4 + workspaces.size() - 1) * Net::parameter_count * sizeof(float);
   std::size_t workspace_count = 0;
   for (const auto* ws : workspaces) workspace_count += workspace_floats<Net>(ws->batch, length);
   const std::size_t workspace_bytes = workspace_count * sizeof(float);
@@ -173,8 +177,8 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
 
 nlohmann::json run_named(const Options& o) {
   // name -> (shape, batch, length, default steps, default warmup)
-  if (o.config == "linmap_S16_4096" || o.config == "linmap_S16_512" || o.config == "linmap_S32_4096" ||
-      o.config == "linmap_S32_512") {
+  if (o.config == "linmap_S16_4096" || o.config == "linmap_S16_512" ||
+      o.config == "linmap_S32_4096" || o.config == "linmap_S32_512") {
     const int S = o.config.find("S16") != std::string::npos ? 16 : 32;
     const int tokens = o.config.ends_with("_4096") ? 4096 : 512;
     const int batch = tokens / (2 * S), length = 2 * S - 1;
@@ -229,18 +233,25 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--config") o.config = value();
-    else if (arg == "--threads") o.threads = std::stoi(value());
-    else if (arg == "--steps") o.steps = std::stoi(value());
-    else if (arg == "--warmup") o.warmup = std::stoi(value());
-    else if (arg == "--gemm-peak") o.gemm_peak = true;
-    else if (arg == "--list") o.list = true;
+    if (arg == "--config")
+      o.config = value();
+    else if (arg == "--threads")
+      o.threads = std::stoi(value());
+    else if (arg == "--steps")
+      o.steps = std::stoi(value());
+    else if (arg == "--warmup")
+      o.warmup = std::stoi(value());
+    else if (arg == "--gemm-peak")
+      o.gemm_peak = true;
+    else if (arg == "--list")
+      o.list = true;
     else if (arg == "-h" || arg == "--help") {
       std::cout << "train_throughput [--config NAME] [--threads N] [--steps N] [--warmup N]\n"
                    "train_throughput --gemm-peak [--threads N]\n"
                    "train_throughput --list\n";
       std::exit(0);
-    } else throw std::invalid_argument("unknown argument " + arg);
+    } else
+      throw std::invalid_argument("unknown argument " + arg);
   }
   return o;
 }
@@ -251,7 +262,8 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
     if (o.list) {
-      for (const char* name : {"linmap_S16_4096", "linmap_S16_512", "linmap_S32_4096", "linmap_S32_512", "ca_L4_1024"})
+      for (const char* name :
+           {"linmap_S16_4096", "linmap_S16_512", "linmap_S32_4096", "linmap_S32_512", "ca_L4_1024"})
         std::cout << name << '\n';
       return 0;
     }

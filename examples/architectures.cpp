@@ -30,7 +30,9 @@ namespace {
 struct Experiment {
   std::string task;  // "linear-map" or "cellular-automaton"
   int s = 0;         // ones per row (linear map); 0 for the automaton
-  std::string label() const { return task == "linear-map" ? "linmap_s" + std::to_string(s) : std::string("ca"); }
+  std::string label() const {
+    return task == "linear-map" ? "linmap_s" + std::to_string(s) : std::string("ca");
+  }
 };
 
 // The paper's final losses at 10k steps read off its blog Fig. 6 (research/paper-emergence.md §6).
@@ -78,11 +80,14 @@ int main(int argc, char** argv) {
   base.steps = 10000;
   std::int64_t automaton_steps = 3000;
   app.add_option("--mixers", mixers)->capture_default_str();
-  app.add_option("--tasks", tasks)->check(CLI::IsMember({"linear-map", "cellular-automaton"}))->capture_default_str();
+  app.add_option("--tasks", tasks)
+      ->check(CLI::IsMember({"linear-map", "cellular-automaton"}))
+      ->capture_default_str();
   app.add_option("--sparsities", sparsities, "linear map: ones per row s")->capture_default_str();
   app.add_option("--seeds", seeds)->capture_default_str();
   app.add_option("--steps", base.steps, "step budget per linear-map run")->capture_default_str();
-  app.add_option("--automaton-steps", automaton_steps, "step budget per automaton run")->capture_default_str();
+  app.add_option("--automaton-steps", automaton_steps, "step budget per automaton run")
+      ->capture_default_str();
   app.add_option("--batch-tokens", base.batch_tokens, "tokens per step")->capture_default_str();
   app.add_option("--lr", base.lr)->capture_default_str();
   app.add_option("--threads", base.threads, "0: all cores")->capture_default_str();
@@ -145,10 +150,11 @@ int main(int argc, char** argv) {
         }
 
     for (const Experiment& e : experiments) {
-      std::printf("\n%s  S=16%s   paper: %s\n", e.task.c_str(), e.s ? (" s=" + std::to_string(e.s)).c_str() : "",
+      std::printf("\n%s  S=16%s   paper: %s\n", e.task.c_str(),
+                  e.s ? (" s=" + std::to_string(e.s)).c_str() : "",
                   kPaperLinearMap.at(e.label()).c_str());
-      std::printf("%-16s %10s  %-24s %7s  %s\n", "mixer", "parameters", "final loss per seed", "mean",
-                  "emergence step per seed");
+      std::printf("%-16s %10s  %-24s %7s  %s\n", "mixer", "parameters", "final loss per seed",
+                  "mean", "emergence step per seed");
       for (const std::string& mixer : mixers) {
         std::string losses, steps;
         double sum = 0;

@@ -3,7 +3,8 @@
 // several seeds, train the paper's 4-layer transformer at a fixed token batch (so sequences per
 // step fall as S grows) and record the first step at which the smoothed loss falls below 1.3.
 //
-//   ca_context_length --sizes 4 8 16 32 --seeds 0 1 --bias 5 --steps 3000 --out runs/ca_context_length
+//   ca_context_length --sizes 4 8 16 32 --seeds 0 1 --bias 5 --steps 3000 --out
+//   runs/ca_context_length
 //
 // One row per run is appended to <out>/results.jsonl; a rerun skips runs that have a row and
 // resumes unfinished ones from their checkpoints. A run that never falls below 1.3 within
@@ -23,12 +24,14 @@
 
 namespace {
 
-constexpr emergent::Shape kShape{.vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
+constexpr emergent::Shape kShape{
+    .vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
 using Net = emergent::Model<emergent::DotAttention, kShape>;
 
 // The paper's plateau lengths read off its Fig. 4 right (../shared/research/paper-emergence.md §6).
-const std::map<int, std::string> kPaperNoBias = {{4, "~61"}, {8, "~377"}, {16, "~400"}, {32, "~650"},
-                                                 {64, "~1390"}, {128, "~3300"}, {256, "~8600"}, {512, "never"}};
+const std::map<int, std::string> kPaperNoBias = {{4, "~61"},     {8, "~377"},   {16, "~400"},
+                                                 {32, "~650"},   {64, "~1390"}, {128, "~3300"},
+                                                 {256, "~8600"}, {512, "never"}};
 
 std::string run_name(int S, double bias, int seed) {
   char name[96];
@@ -58,7 +61,8 @@ int main(int argc, char** argv) {
   bool run_past_plateau = false;
   app.add_option("--sizes", sizes, "state sizes S (S * states <= 1024)")->capture_default_str();
   app.add_option("--seeds", seeds)->capture_default_str();
-  app.add_option("--bias", bias, "attention-bias strength c of the biased runs")->capture_default_str();
+  app.add_option("--bias", bias, "attention-bias strength c of the biased runs")
+      ->capture_default_str();
   app.add_option("--steps", base.steps, "step budget per run")->capture_default_str();
   app.add_option("--batch-tokens", base.batch_tokens, "fixed token batch")->capture_default_str();
   app.add_option("--lr", base.lr)->capture_default_str();
@@ -67,7 +71,8 @@ int main(int argc, char** argv) {
   app.add_option("--depth", depth)->capture_default_str();
   app.add_option("--threads", base.threads, "0: all cores")->capture_default_str();
   app.add_option("--out", out)->capture_default_str();
-  app.add_flag("--run-past-plateau", run_past_plateau, "train the full budget instead of stopping at the plateau end");
+  app.add_flag("--run-past-plateau", run_past_plateau,
+               "train the full budget instead of stopping at the plateau end");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -114,8 +119,10 @@ int main(int argc, char** argv) {
           done[name] = row;
         }
 
-    std::printf("plateau length (first step with smoothed loss < 1.3; '>N' = censored at N steps)\n");
-    std::printf("%6s  %-28s  %-28s  %s\n", "S", "no bias (per seed)", "bias c (per seed)", "paper, no bias / bias");
+    std::printf(
+        "plateau length (first step with smoothed loss < 1.3; '>N' = censored at N steps)\n");
+    std::printf("%6s  %-28s  %-28s  %s\n", "S", "no bias (per seed)", "bias c (per seed)",
+                "paper, no bias / bias");
     std::set<int> shown;
     for (int S : sizes) {
       if (!shown.insert(S).second) continue;
@@ -126,7 +133,8 @@ int main(int argc, char** argv) {
       }
       const auto paper = kPaperNoBias.find(S);
       std::printf("%6d  %-28s  %-28s  %s / %s\n", S, plain.c_str(), biased.c_str(),
-                  paper == kPaperNoBias.end() ? "?" : paper->second.c_str(), S == 4 ? "~61" : "~160-200");
+                  paper == kPaperNoBias.end() ? "?" : paper->second.c_str(),
+                  S == 4 ? "~61" : "~160-200");
     }
   } catch (const std::exception& e) {  // emergent::Error and anything else: one line, exit 1
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
       pythia.run();
     } else {
       for (const auto& e : emergent::cli::shape_registry())
-        std::printf("%s  (%zu parameters)\n", emergent::cli::describe(e.mixer, e.shape).c_str(), e.parameters);
+        std::printf("%s  (%zu parameters)\n", emergent::cli::describe(e.mixer, e.shape).c_str(),
+                    e.parameters);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

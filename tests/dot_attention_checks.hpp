@@ -9,13 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
-#include <vector>
-
 #include <emergent/core/arena.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/reference/dot_attention.hpp>
 #include <emergent/reference/linear.hpp>
+#include <random>
+#include <vector>
 
 #include "mixer_suite.hpp"
 
@@ -29,17 +28,22 @@ struct DotAttentionReference {
   double strength = 0.0;
 
   ref::Matrix forward(const ref::MixerParameters& p, const ref::Matrix& x) const {
-    const ref::Matrix qkv = ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
+    const ref::Matrix qkv =
+        ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
     const ref::Matrix o = ref::dot_attention_forward(qkv, heads, pattern, strength).out;
     return ref::linear_forward(o, p.at("out.weight"), p.at("out.bias").row(0).transpose());
   }
 
-  ref::MixerGradients backward(const ref::MixerParameters& p, const ref::Matrix& x, const ref::Matrix& dy) const {
+  ref::MixerGradients backward(const ref::MixerParameters& p, const ref::Matrix& x,
+                               const ref::Matrix& dy) const {
     ref::MixerGradients g{ref::Matrix(), ref::zeros_like(p)};
-    const ref::Matrix qkv = ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
+    const ref::Matrix qkv =
+        ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
     const ref::DotAttentionOutput att = ref::dot_attention_forward(qkv, heads, pattern, strength);
-    ref::Vector d_out_bias = ref::Vector::Zero(dy.cols()), d_qkv_bias = ref::Vector::Zero(qkv.cols());
-    const ref::Matrix d_o = ref::linear_backward(dy, att.out, p.at("out.weight"), g.dparams["out.weight"], d_out_bias);
+    ref::Vector d_out_bias = ref::Vector::Zero(dy.cols()),
+                d_qkv_bias = ref::Vector::Zero(qkv.cols());
+    const ref::Matrix d_o =
+        ref::linear_backward(dy, att.out, p.at("out.weight"), g.dparams["out.weight"], d_out_bias);
     const ref::Matrix d_qkv = ref::dot_attention_backward(d_o, qkv, heads, att.probabilities);
     g.dx = ref::linear_backward(d_qkv, x, p.at("qkv.weight"), g.dparams["qkv.weight"], d_qkv_bias);
     g.dparams["out.bias"] = d_out_bias.transpose();
@@ -75,10 +79,14 @@ void check_mixer_with_bias(int batch, int length, double strength) {
     Mixer::carve(arena, acts, batch, length);
     arena.allocate_and_rewind();
     Mixer::carve(arena, acts, batch, length);
-    const emergent::MixerContext<float> ctx{batch, length, pattern.data(), static_cast<float>(strength)};
+    const emergent::MixerContext<float> ctx{batch, length, pattern.data(),
+                                            static_cast<float>(strength)};
     const std::size_t att_size = static_cast<std::size_t>(batch) * H * length * length;
     std::fill(acts.att, acts.att + att_size, -1.0f);  // every entry must be written
-    Run r{std::vector<float>(n), std::vector<float>(n), std::vector<float>(Mixer::layout.total, 0.0f), {}};
+    Run r{std::vector<float>(n),
+          std::vector<float>(n),
+          std::vector<float>(Mixer::layout.total, 0.0f),
+          {}};
     Mixer::forward(params.data(), x.data(), r.y.data(), acts, ctx);
     Mixer::backward(params.data(), r.grads.data(), x.data(), dy.data(), r.dx.data(), acts, ctx);
     r.att.assign(acts.att, acts.att + att_size);
@@ -88,23 +96,30 @@ void check_mixer_with_bias(int batch, int length, double strength) {
 
   ref::Matrix pattern_ref(length, length);
   for (int i = 0; i < length * length; ++i) pattern_ref.data()[i] = pattern[i];
-  const DotAttentionReference reference{H, pattern_ref, static_cast<double>(static_cast<float>(strength))};
+  const DotAttentionReference reference{H, pattern_ref,
+                                        static_cast<double>(static_cast<float>(strength))};
   const ref::MixerParameters named = mixer_suite::to_named<Mixer, float>(params);
   std::vector<double> y(n), dx(n), grads(Mixer::layout.total, 0.0), att(fast.att.size());
   for (int b = 0; b < batch; ++b) {
     const ref::Matrix xb = mixer_suite::sequence<float>(x, b, length, D);
     const ref::Matrix yb = reference.forward(named, xb);
-    const ref::MixerGradients g = reference.backward(named, xb, mixer_suite::sequence<float>(dy, b, length, D));
-    std::copy(yb.data(), yb.data() + length * D, y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
-    std::copy(g.dx.data(), g.dx.data() + length * D, dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
+    const ref::MixerGradients g =
+        reference.backward(named, xb, mixer_suite::sequence<float>(dy, b, length, D));
+    std::copy(yb.data(), yb.data() + length * D,
+              y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
+    std::copy(g.dx.data(), g.dx.data() + length * D,
+              dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
     const std::vector<double> gb = mixer_suite::to_flat<Mixer>(g.dparams);
     for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
-    const ref::Matrix qkv = ref::linear_forward(xb, named.at("qkv.weight"), named.at("qkv.bias").row(0).transpose());
-    const ref::DotAttentionOutput out = ref::dot_attention_forward(qkv, H, pattern_ref, reference.strength);
+    const ref::Matrix qkv =
+        ref::linear_forward(xb, named.at("qkv.weight"), named.at("qkv.bias").row(0).transpose());
+    const ref::DotAttentionOutput out =
+        ref::dot_attention_forward(qkv, H, pattern_ref, reference.strength);
     for (int h = 0; h < H; ++h)
       for (int i = 0; i < length; ++i)
         for (int j = 0; j < length; ++j)
-          att[((static_cast<std::size_t>(b) * H + h) * length + i) * length + j] = out.probabilities[h](i, j);
+          att[((static_cast<std::size_t>(b) * H + h) * length + i) * length + j] =
+              out.probabilities[h](i, j);
   }
   using mixer_suite::relative_error;
   CHECK(relative_error<float, double>(fast.y, y) < 2e-4);

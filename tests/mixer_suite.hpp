@@ -19,17 +19,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
-#include <span>
-#include <string>
-#include <vector>
-
 #include <emergent/core/arena.hpp>
 #include <emergent/core/layout.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/mixers/mixer.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/reference/mixer.hpp>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace mixer_suite {
 
@@ -70,7 +69,8 @@ std::vector<double> mixer_parameters(std::uint64_t seed, double noise) {
   using Mixer = typename Net::Mixer;
   std::vector<double> all(Net::parameter_count);
   Net::init(all, seed);
-  std::vector<double> p(all.begin() + Net::mixer_offset(0), all.begin() + Net::mixer_offset(0) + Mixer::layout.total);
+  std::vector<double> p(all.begin() + Net::mixer_offset(0),
+                        all.begin() + Net::mixer_offset(0) + Mixer::layout.total);
   const std::vector<double> n = random_vector(p.size(), seed ^ 0x5eedu, noise);
   for (std::size_t k = 0; k < Mixer::layout.count; ++k)
     for (std::size_t i = 0; i < Mixer::layout.specs[k].size(); ++i) {
@@ -87,7 +87,8 @@ ref::MixerParameters to_named(std::span<const Real> flat) {
   for (std::size_t k = 0; k < Mixer::layout.count; ++k) {
     const emergent::TensorSpec& spec = Mixer::layout.specs[k];
     ref::Matrix m(spec.rows == 0 ? 1 : spec.rows, spec.cols);
-    for (std::size_t i = 0; i < spec.size(); ++i) m.data()[i] = double(flat[Mixer::layout.offsets[k] + i]);
+    for (std::size_t i = 0; i < spec.size(); ++i)
+      m.data()[i] = double(flat[Mixer::layout.offsets[k] + i]);
     out[std::string(spec.name)] = m;
   }
   return out;
@@ -101,7 +102,8 @@ std::vector<double> to_flat(const ref::MixerParameters& named) {
     const auto it = named.find(std::string(spec.name));
     REQUIRE_MESSAGE(it != named.end(), "reference has no tensor ", std::string(spec.name));
     REQUIRE(static_cast<std::size_t>(it->second.size()) == spec.size());
-    for (std::size_t i = 0; i < spec.size(); ++i) flat[Mixer::layout.offsets[k] + i] = it->second.data()[i];
+    for (std::size_t i = 0; i < spec.size(); ++i)
+      flat[Mixer::layout.offsets[k] + i] = it->second.data()[i];
   }
   return flat;
 }
@@ -114,8 +116,10 @@ struct FastRun {
 };
 
 template <class Mixer>
-FastRun<Mixer> run_fast(std::span<const typename Mixer::Real> params, std::span<const typename Mixer::Real> x,
-                        std::span<const typename Mixer::Real> dy, int batch, int length, bool backward = true) {
+FastRun<Mixer> run_fast(std::span<const typename Mixer::Real> params,
+                        std::span<const typename Mixer::Real> x,
+                        std::span<const typename Mixer::Real> dy, int batch, int length,
+                        bool backward = true) {
   using Real = typename Mixer::Real;
   constexpr int D = Mixer::D;
   emergent::Arena<Real> arena;
@@ -166,8 +170,10 @@ void check_against_reference(const Reference& reference, int batch, int length, 
     const ref::MixerGradients g = reference.backward(named, xb, sequence<Real>(dy, b, length, D));
     REQUIRE(yb.rows() == length);
     REQUIRE(yb.cols() == D);
-    std::copy(yb.data(), yb.data() + length * D, y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
-    std::copy(g.dx.data(), g.dx.data() + length * D, dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
+    std::copy(yb.data(), yb.data() + length * D,
+              y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
+    std::copy(g.dx.data(), g.dx.data() + length * D,
+              dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
     const std::vector<double> gb = to_flat<Mixer>(g.dparams);
     for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
   }
@@ -178,7 +184,8 @@ void check_against_reference(const Reference& reference, int batch, int length, 
     CAPTURE(name);
     const std::size_t offset = Mixer::layout.offsets[k], size = Mixer::layout.specs[k].size();
     CHECK(relative_error<Real, double>(std::span<const Real>(fast.grads).subspan(offset, size),
-                                       std::span<const double>(grads).subspan(offset, size)) < tolerance);
+                                       std::span<const double>(grads).subspan(offset, size)) <
+          tolerance);
   }
 }
 
@@ -208,7 +215,9 @@ void check_finite_differences(int batch, int length, int max_checks = 24) {
     value = saved;
     return (up - down) / (2 * h);
   };
-  auto close = [](double a, double b) { return std::abs(a - b) <= 1e-6 + 1e-5 * std::max(std::abs(a), std::abs(b)); };
+  auto close = [](double a, double b) {
+    return std::abs(a - b) <= 1e-6 + 1e-5 * std::max(std::abs(a), std::abs(b));
+  };
   std::mt19937 rng(24);
   for (int c = 0; c < max_checks; ++c) {
     const std::size_t i = rng() % n;
@@ -220,7 +229,8 @@ void check_finite_differences(int batch, int length, int max_checks = 24) {
     CAPTURE(name);
     const std::size_t size = Mixer::layout.specs[k].size();
     for (int c = 0; c < std::min<int>(max_checks, static_cast<int>(size)); ++c) {
-      const std::size_t i = Mixer::layout.offsets[k] + (size <= std::size_t(max_checks) ? c : rng() % size);
+      const std::size_t i =
+          Mixer::layout.offsets[k] + (size <= std::size_t(max_checks) ? c : rng() % size);
       CAPTURE(i);
       CHECK(close(analytic.grads[i], numeric(params[i])));
     }
@@ -242,7 +252,9 @@ void check_causality(int length) {
     CAPTURE(t);
     CHECK(std::equal(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(t) * D, base.begin()));
     double moved = 0;
-    for (int d = 0; d < D; ++d) moved += std::abs(y[static_cast<std::size_t>(t) * D + d] - base[static_cast<std::size_t>(t) * D + d]);
+    for (int d = 0; d < D; ++d)
+      moved += std::abs(y[static_cast<std::size_t>(t) * D + d] -
+                        base[static_cast<std::size_t>(t) * D + d]);
     CHECK(moved > 0);
   }
 }
@@ -258,7 +270,8 @@ void check_batch_and_accumulation(int length) {
   const FastRun<Mixer> all = run_fast<Mixer>(params, x, dy, B, length);
   std::vector<double> summed(Mixer::layout.total, 0.0);
   for (int b = 0; b < B; ++b) {
-    const std::span<const double> xb = std::span(x).subspan(b * per, per), dyb = std::span(dy).subspan(b * per, per);
+    const std::span<const double> xb = std::span(x).subspan(b * per, per),
+                                  dyb = std::span(dy).subspan(b * per, per);
     const FastRun<Mixer> one = run_fast<Mixer>(params, xb, dyb, 1, length);
     CHECK(relative_error<double, double>(std::span(all.y).subspan(b * per, per), one.y) < 1e-12);
     CHECK(relative_error<double, double>(std::span(all.dx).subspan(b * per, per), one.dx) < 1e-12);
@@ -296,7 +309,8 @@ void check_decoding(int length, double tolerance) {
   typename Mixer::State state = Mixer::initial_state();
   std::vector<Real> decoded(static_cast<std::size_t>(length) * D);
   for (int t = 0; t < length; ++t)
-    Mixer::step(params.data(), x.data() + static_cast<std::size_t>(t) * D, decoded.data() + static_cast<std::size_t>(t) * D, state);
+    Mixer::step(params.data(), x.data() + static_cast<std::size_t>(t) * D,
+                decoded.data() + static_cast<std::size_t>(t) * D, state);
   CHECK(relative_error<Real, Real>(decoded, parallel) < tolerance);
 }
 
@@ -384,7 +398,9 @@ void run_all(const Reference& reference, std::initializer_list<int> lengths) {
       check_decoding<MixerT, S, float>(T, 1e-4);
     }
   }
-  SUBCASE("model gradients") { check_model_gradients<emergent::Model<MixerT, S, double>>(2, std::min(T, 7)); }
+  SUBCASE("model gradients") {
+    check_model_gradients<emergent::Model<MixerT, S, double>>(2, std::min(T, 7));
+  }
   SUBCASE("init") { check_init<MixerT, S>(); }
 }
 

@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/optim/adamw.hpp>
+#include <emergent/optim/schedule.hpp>
 #include <random>
 #include <span>
 #include <type_traits>
 #include <vector>
-
-#include <emergent/optim/adamw.hpp>
-#include <emergent/optim/schedule.hpp>
 
 namespace {
 
@@ -30,7 +29,8 @@ struct TorchAdamW {
   std::vector<double> m, v;
   std::int64_t t = 0;
 
-  TorchAdamW(AdamWConfig c, std::vector<DecayRange> r, std::size_t n) : config(c), ranges(std::move(r)), m(n, 0), v(n, 0) {}
+  TorchAdamW(AdamWConfig c, std::vector<DecayRange> r, std::size_t n)
+      : config(c), ranges(std::move(r)), m(n, 0), v(n, 0) {}
 
   double step(std::vector<double>& p, const std::vector<double>& g_in, double lr) {
     double norm2 = 0;
@@ -57,7 +57,9 @@ struct TorchAdamW {
 
 // A 48-float buffer with three ranges and padding between them (like a model's flat buffer).
 // |a - b| <= 1e-12 * max(|a|, |b|) (doctest::Approx adds an absolute 1.2e-5, too loose for lrs).
-bool close(double a, double b, double rel = 1e-12) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
+bool close(double a, double b, double rel = 1e-12) {
+  return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b));
+}
 
 const std::vector<DecayRange> kRanges{{0, 10, true}, {16, 7, false}, {32, 13, true}};
 constexpr std::size_t kSize = 48;
@@ -70,9 +72,11 @@ bool in_range(std::size_t i) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("AdamW matches torch.optim.AdamW semantics over 5 steps with varying lr and clipping", Real, float,
-                   double) {
-  const AdamWConfig config{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .max_grad_norm = 1.0};
+TEST_CASE_TEMPLATE(
+    "AdamW matches torch.optim.AdamW semantics over 5 steps with varying lr and clipping", Real,
+    float, double) {
+  const AdamWConfig config{
+      .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .max_grad_norm = 1.0};
   AdamW<Real> optimizer(config, kRanges, kSize);
   TorchAdamW expected(config, kRanges, kSize);
 
@@ -85,12 +89,14 @@ TEST_CASE_TEMPLATE("AdamW matches torch.optim.AdamW semantics over 5 steps with 
     for (std::size_t i = 0; i < kSize; ++i) p_ref[i] = double(p[i]);
 
   const double lrs[5] = {1e-3, 3e-2, 2e-3, 5e-4, 1e-2};
-  const double grad_scale[5] = {1.0, 0.02, 0.5, 0.05, 2.0};  // ||g|| ~ 6.6 * scale: clipped at 0, 2, 4
+  const double grad_scale[5] = {1.0, 0.02, 0.5, 0.05,
+                                2.0};  // ||g|| ~ 6.6 * scale: clipped at 0, 2, 4
   int clipped_steps = 0;
   for (int step = 0; step < 5; ++step) {
     CAPTURE(step);
     std::vector<double> g_ref(kSize, 0.0);
-    for (std::size_t i = 0; i < kSize; ++i) g_ref[i] = in_range(i) ? grad_scale[step] * normal(rng) : 0.0;
+    for (std::size_t i = 0; i < kSize; ++i)
+      g_ref[i] = in_range(i) ? grad_scale[step] * normal(rng) : 0.0;
     std::vector<Real> g(g_ref.begin(), g_ref.end());
     if constexpr (std::is_same_v<Real, float>)
       for (std::size_t i = 0; i < kSize; ++i) g_ref[i] = double(g[i]);
@@ -133,8 +139,10 @@ TEST_CASE("AdamW: a range with weight_decay=false is not decayed, a decayed one 
   for (const DecayRange& r : kRanges)
     for (std::size_t i = r.offset; i < r.offset + r.size; ++i) {
       CAPTURE(i);
-      if (r.weight_decay) CHECK(close(p[i], before[i] * (1 - lr * 0.5), 1e-15));
-      else CHECK(p[i] == before[i]);
+      if (r.weight_decay)
+        CHECK(close(p[i], before[i] * (1 - lr * 0.5), 1e-15));
+      else
+        CHECK(p[i] == before[i]);
     }
   // With gradients, the undecayed range follows plain Adam: first step moves every entry by
   // lr * sign(g) (m/(1-b1) = g, sqrt(v/(1-b2)) = |g|), up to eps.
@@ -147,11 +155,14 @@ TEST_CASE("AdamW: a range with weight_decay=false is not decayed, a decayed one 
     CHECK(close(q[i], 2.0 * (1 - lr * 0.5) - lr * (h[i] > 0 ? 1 : -1), 1e-7));
 }
 
-TEST_CASE("AdamW clipping: above max_norm scales g by max/||g||, below and disabled leave it alone") {
+TEST_CASE(
+    "AdamW clipping: above max_norm scales g by max/||g||, below and disabled leave it alone") {
   const std::vector<DecayRange> one{{0, 4, false}};
   const std::vector<double> g{3.0, 0.0, -4.0, 0.0};  // ||g|| = 5
   auto first_moment_after = [&](double max_norm, double scale) {
-    AdamW<double> opt({.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0, .max_grad_norm = max_norm}, one, 4);
+    AdamW<double> opt(
+        {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0, .max_grad_norm = max_norm},
+        one, 4);
     std::vector<double> p(4, 0.0), grads(4);
     for (int i = 0; i < 4; ++i) grads[i] = g[i] * scale;
     const double norm = opt.step(p, grads, 1e-3);
@@ -175,7 +186,10 @@ TEST_CASE("AdamW clipping: above max_norm scales g by max/||g||, below and disab
 }
 
 TEST_CASE("LrSchedule: linear warmup, constant, cosine endpoints") {
-  const LrSchedule constant{.peak = 1e-3, .warmup_steps = 4, .kind = LrSchedule::Kind::constant, .total_steps = 100,
+  const LrSchedule constant{.peak = 1e-3,
+                            .warmup_steps = 4,
+                            .kind = LrSchedule::Kind::constant,
+                            .total_steps = 100,
                             .min_ratio = 0.1};
   CHECK(close(constant.at(0), 0.25e-3));
   CHECK(close(constant.at(1), 0.5e-3));
@@ -183,21 +197,27 @@ TEST_CASE("LrSchedule: linear warmup, constant, cosine endpoints") {
   CHECK(close(constant.at(3), 1e-3));  // peak at the end of warmup
   for (std::int64_t s : {4, 5, 50, 100, 1000}) CHECK(constant.at(s) == 1e-3);
 
-  const LrSchedule cosine{.peak = 2e-3, .warmup_steps = 10, .kind = LrSchedule::Kind::cosine, .total_steps = 110,
+  const LrSchedule cosine{.peak = 2e-3,
+                          .warmup_steps = 10,
+                          .kind = LrSchedule::Kind::cosine,
+                          .total_steps = 110,
                           .min_ratio = 0.1};
   CHECK(close(cosine.at(0), 2e-4));
-  CHECK(close(cosine.at(9), 2e-3));   // last warmup step reaches the peak
-  CHECK(close(cosine.at(10), 2e-3));  // cosine starts at the peak
+  CHECK(close(cosine.at(9), 2e-3));                       // last warmup step reaches the peak
+  CHECK(close(cosine.at(10), 2e-3));                      // cosine starts at the peak
   CHECK(close(cosine.at(60), 2e-3 * (0.1 + 0.9 * 0.5)));  // midpoint
-  CHECK(close(cosine.at(110), 2e-4));  // min_ratio * peak at total_steps
-  CHECK(close(cosine.at(500), 2e-4));  // and stays there
+  CHECK(close(cosine.at(110), 2e-4));                     // min_ratio * peak at total_steps
+  CHECK(close(cosine.at(500), 2e-4));                     // and stays there
   double previous = cosine.at(10);
   for (std::int64_t s = 11; s <= 110; ++s) {
     CHECK(cosine.at(s) <= previous);
     previous = cosine.at(s);
   }
 
-  const LrSchedule no_warmup{.peak = 1e-3, .warmup_steps = 0, .kind = LrSchedule::Kind::cosine, .total_steps = 10,
+  const LrSchedule no_warmup{.peak = 1e-3,
+                             .warmup_steps = 0,
+                             .kind = LrSchedule::Kind::cosine,
+                             .total_steps = 10,
                              .min_ratio = 0.0};
   CHECK(close(no_warmup.at(0), 1e-3));
   CHECK(std::abs(no_warmup.at(10)) < 1e-18);

@@ -21,7 +21,8 @@ std::vector<double> make_pattern(int heads, int T, RowFunction row_of) {
   std::vector<double> pattern(static_cast<std::size_t>(heads * T * T), 0.0);
   for (int h = 0; h < heads; ++h)
     for (int q = 0; q < T; ++q)
-      for (int k = 0; k < T; ++k) pattern[static_cast<std::size_t>((h * T + q) * T + k)] = row_of(h, q, k);
+      for (int k = 0; k < T; ++k)
+        pattern[static_cast<std::size_t>((h * T + q) * T + k)] = row_of(h, q, k);
   return pattern;
 }
 
@@ -29,7 +30,7 @@ std::vector<double> make_pattern(int heads, int T, RowFunction row_of) {
 
 TEST_CASE("batch_averaged_pattern averages over the batch") {
   const int batch = 2, heads = 1, T = 2;
-  const std::vector<float> att = {1, 0, 0.5f, 0.5f,  //
+  const std::vector<float> att = {1, 0, 0.5f,  0.5f,  //
                                   1, 0, 0.25f, 0.75f};
   const std::vector<double> pattern = emergent::batch_averaged_pattern(att, batch, heads, T);
   CHECK(pattern == std::vector<double>{1, 0, 0.375, 0.625});
@@ -47,16 +48,19 @@ TEST_CASE("entropy: uniform row is ln k, one-hot row is 0, renormalised over the
     return k < 2 ? 0.5 : 0.0;
   });
   const std::vector<int> queries = {3, 4, 5};
-  const std::vector<double> entropy = emergent::head_entropy(pattern, heads, T, queries, key_begin, key_end);
+  const std::vector<double> entropy =
+      emergent::head_entropy(pattern, heads, T, queries, key_begin, key_end);
   REQUIRE(entropy.size() == 3);
   CHECK(entropy[0] == doctest::Approx(std::log(4.0)));
   CHECK(entropy[1] == doctest::Approx(0.0));
   CHECK(entropy[2] == doctest::Approx(std::log(2.0)));
   // A row with no mass in range counts as uniform.
-  const std::vector<double> outside = make_pattern(1, T, [](int, int, int k) { return k == 5 ? 1.0 : 0.0; });
+  const std::vector<double> outside =
+      make_pattern(1, T, [](int, int, int k) { return k == 5 ? 1.0 : 0.0; });
   CHECK(emergent::head_entropy(outside, 1, T, queries, 0, 4)[0] == doctest::Approx(std::log(4.0)));
   CHECK_THROWS_AS(emergent::head_entropy(pattern, heads, T, queries, 3, 3), emergent::Error);
-  CHECK_THROWS_AS(emergent::head_entropy(pattern, heads, T, std::vector<int>{T}, 0, 4), emergent::Error);
+  CHECK_THROWS_AS(emergent::head_entropy(pattern, heads, T, std::vector<int>{T}, 0, 4),
+                  emergent::Error);
 }
 
 TEST_CASE("IoU: perfect head 1, disjoint head 0, best head chosen per row, ties documented") {
@@ -64,7 +68,9 @@ TEST_CASE("IoU: perfect head 1, disjoint head 0, best head chosen per row, ties 
   const emergent::LinearMap task(S, 3, 5);
   const int T = task.length();
   const std::vector<float> target = task.attention_target();
-  auto target_at = [&](int q, int k) { return static_cast<double>(target[static_cast<std::size_t>(q * T + k)]); };
+  auto target_at = [&](int q, int k) {
+    return static_cast<double>(target[static_cast<std::size_t>(q * T + k)]);
+  };
 
   // Head 0 is the target itself (normalised); head 1 puts its mass only on keys off the support.
   const std::vector<double> pattern = make_pattern(2, T, [&](int h, int q, int k) {
@@ -106,7 +112,8 @@ TEST_CASE("IoU: perfect head 1, disjoint head 0, best head chosen per row, ties 
   REQUIRE(tie.iou.size() == 1);
   CHECK(tie.iou[0] == doctest::Approx(1.0 / 3.0));  // top-2 = {0, 1} vs {0, 2}: 1 / 3
   CHECK(tie.best_head[0] == 0);
-  CHECK_THROWS_AS(emergent::best_head_row_iou(flat, 2, 3, std::vector<float>(9, 0.0f), 0, 3), emergent::Error);
+  CHECK_THROWS_AS(emergent::best_head_row_iou(flat, 2, 3, std::vector<float>(9, 0.0f), 0, 3),
+                  emergent::Error);
 }
 
 TEST_CASE("trailing_mean uses only the past") {
@@ -136,14 +143,16 @@ TEST_CASE("first_step_below on a synthetic step curve, and the censored case") {
   CHECK_FALSE(emergent::first_step_below(noisy_steps, noisy, 0.6, 5).has_value());
   CHECK_THROWS_AS(emergent::first_step_below(noisy_steps, loss, 0.5, 1), emergent::Error);
 
-  const emergent::EmergenceThresholds thresholds{"x1_loss", std::log(2.0) - 0.05, std::log(2.0) / 2, 0.05};
-  const emergent::EmergenceSummary solved = emergent::summarize_emergence(steps, loss, thresholds, 1);
+  const emergent::EmergenceThresholds thresholds{"x1_loss", std::log(2.0) - 0.05, std::log(2.0) / 2,
+                                                 0.05};
+  const emergent::EmergenceSummary solved =
+      emergent::summarize_emergence(steps, loss, thresholds, 1);
   CHECK(solved.emergence_step == std::optional<std::int64_t>(500));
   CHECK(solved.midpoint_step == std::optional<std::int64_t>(500));
   CHECK(solved.solved_step == std::optional<std::int64_t>(500));
   CHECK(solved.final_value == doctest::Approx(0.01));
-  const emergent::EmergenceSummary censored =
-      emergent::summarize_emergence(noisy_steps, std::vector<double>(50, std::log(2.0)), thresholds, 3);
+  const emergent::EmergenceSummary censored = emergent::summarize_emergence(
+      noisy_steps, std::vector<double>(50, std::log(2.0)), thresholds, 3);
   CHECK_FALSE(censored.emergence_step.has_value());
   CHECK_FALSE(censored.midpoint_step.has_value());
   CHECK_FALSE(censored.solved_step.has_value());

@@ -27,8 +27,8 @@ std::vector<int> elementary(int rule_number) {
 }
 
 // Full token sequence b (S*T tokens): inputs give tokens 0..L-1, the last target gives token L.
-std::vector<int> tokens_of(const std::vector<std::int32_t>& inputs, const std::vector<std::int32_t>& targets, int b,
-                           int L) {
+std::vector<int> tokens_of(const std::vector<std::int32_t>& inputs,
+                           const std::vector<std::int32_t>& targets, int b, int L) {
   std::vector<int> tokens(inputs.begin() + b * L, inputs.begin() + (b + 1) * L);
   tokens.push_back(targets[static_cast<std::size_t>((b + 1) * L - 1)]);
   return tokens;
@@ -43,19 +43,26 @@ std::vector<int> state_of(const std::vector<int>& tokens, int t, int S) {
 TEST_CASE("step_state: hand-computed elementary rules with periodic wrap at both ends") {
   CHECK(elementary(110) == std::vector<int>{0, 1, 1, 1, 0, 1, 1, 0});
   // Rule 240: next[i] = left neighbour s[i-1] (the most significant digit). Cell 0 reads s[4].
-  CHECK(CellularAutomaton::step_state({0, 0, 0, 0, 1}, elementary(240), 2, 3) == std::vector<int>{1, 0, 0, 0, 0});
-  CHECK(CellularAutomaton::step_state({1, 1, 0, 1, 0}, elementary(240), 2, 3) == std::vector<int>{0, 1, 1, 0, 1});
+  CHECK(CellularAutomaton::step_state({0, 0, 0, 0, 1}, elementary(240), 2, 3) ==
+        std::vector<int>{1, 0, 0, 0, 0});
+  CHECK(CellularAutomaton::step_state({1, 1, 0, 1, 0}, elementary(240), 2, 3) ==
+        std::vector<int>{0, 1, 1, 0, 1});
   // Rule 170: next[i] = right neighbour s[i+1] (the least significant digit). Cell 4 reads s[0].
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, elementary(170), 2, 3) == std::vector<int>{0, 0, 0, 0, 1});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, elementary(170), 2, 3) ==
+        std::vector<int>{0, 0, 0, 0, 1});
   // Rule 110 on 10000: cell 0 sees (s4,s0,s1) = 010 -> 1, cell 1 sees 100 -> 0, cell 4 sees
   // (s3,s4,s0) = 001 -> 1.
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, elementary(110), 2, 3) == std::vector<int>{1, 0, 0, 0, 1});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, elementary(110), 2, 3) ==
+        std::vector<int>{1, 0, 0, 0, 1});
   // Rule 110 on 01101: windows 101 011 110 101 010 -> 1 1 1 1 1.
-  CHECK(CellularAutomaton::step_state({0, 1, 1, 0, 1}, elementary(110), 2, 3) == std::vector<int>{1, 1, 1, 1, 1});
+  CHECK(CellularAutomaton::step_state({0, 1, 1, 0, 1}, elementary(110), 2, 3) ==
+        std::vector<int>{1, 1, 1, 1, 1});
   // Rule 30 on 10000: windows 010 100 000 000 001 -> 1 1 0 0 1.
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, elementary(30), 2, 3) == std::vector<int>{1, 1, 0, 0, 1});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, elementary(30), 2, 3) ==
+        std::vector<int>{1, 1, 0, 0, 1});
   // Rule 30 on 11001: windows 111 110 100 001 011 -> 0 0 1 1 1.
-  CHECK(CellularAutomaton::step_state({1, 1, 0, 0, 1}, elementary(30), 2, 3) == std::vector<int>{0, 0, 1, 1, 1});
+  CHECK(CellularAutomaton::step_state({1, 1, 0, 0, 1}, elementary(30), 2, 3) ==
+        std::vector<int>{0, 0, 1, 1, 1});
   // S=1: the window is the single cell three times (index 0 or 7).
   CHECK(CellularAutomaton::step_state({1}, elementary(110), 2, 3) == std::vector<int>{0});
   CHECK(CellularAutomaton::step_state({0}, elementary(1), 2, 3) == std::vector<int>{1});
@@ -63,7 +70,8 @@ TEST_CASE("step_state: hand-computed elementary rules with periodic wrap at both
 
 TEST_CASE("step_state: C=3 digit order and W=1") {
   // W=1: a colour map applied cell by cell.
-  CHECK(CellularAutomaton::step_state({0, 1, 2, 2}, {2, 0, 1}, 3, 1) == std::vector<int>{2, 0, 1, 1});
+  CHECK(CellularAutomaton::step_state({0, 1, 2, 2}, {2, 0, 1}, 3, 1) ==
+        std::vector<int>{2, 0, 1, 1});
   // C=3, W=3: index = 9*s[i-1] + 3*s[i] + s[i+1].
   std::vector<int> left(27), right(27), mixed(27);
   for (int n = 0; n < 27; ++n) {
@@ -80,12 +88,16 @@ TEST_CASE("step_state: C=3 digit order and W=1") {
 
 TEST_CASE("evolve: depth k applies the step k times") {
   // Rule 110: 01101 -> 11111 -> 00000.
-  CHECK(CellularAutomaton::evolve({0, 1, 1, 0, 1}, elementary(110), 2, 3, 2) == std::vector<int>{0, 0, 0, 0, 0});
+  CHECK(CellularAutomaton::evolve({0, 1, 1, 0, 1}, elementary(110), 2, 3, 2) ==
+        std::vector<int>{0, 0, 0, 0, 0});
   // Rule 30: 10000 -> 11001 -> 00111.
-  CHECK(CellularAutomaton::evolve({1, 0, 0, 0, 0}, elementary(30), 2, 3, 2) == std::vector<int>{0, 0, 1, 1, 1});
+  CHECK(CellularAutomaton::evolve({1, 0, 0, 0, 0}, elementary(30), 2, 3, 2) ==
+        std::vector<int>{0, 0, 1, 1, 1});
   // Rule 240 shifts right: three steps move the 1 from cell 3 to cell 1 (through the wrap).
-  CHECK(CellularAutomaton::evolve({0, 0, 0, 1, 0}, elementary(240), 2, 3, 3) == std::vector<int>{0, 1, 0, 0, 0});
-  CHECK(CellularAutomaton::evolve({0, 1, 1, 0, 1}, elementary(110), 2, 3, 0) == std::vector<int>{0, 1, 1, 0, 1});
+  CHECK(CellularAutomaton::evolve({0, 0, 0, 1, 0}, elementary(240), 2, 3, 3) ==
+        std::vector<int>{0, 1, 0, 0, 0});
+  CHECK(CellularAutomaton::evolve({0, 1, 1, 0, 1}, elementary(110), 2, 3, 0) ==
+        std::vector<int>{0, 1, 1, 0, 1});
 }
 
 TEST_CASE("step_state: W=5") {
@@ -95,16 +107,24 @@ TEST_CASE("step_state: W=5") {
     rightmost[static_cast<std::size_t>(n)] = n & 1;  // s[i+2]
     parity[static_cast<std::size_t>(n)] = std::popcount(static_cast<unsigned>(n)) & 1;
   }
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, leftmost, 2, 5) == std::vector<int>{0, 0, 1, 0, 0});
-  CHECK(CellularAutomaton::step_state({0, 0, 0, 1, 0}, leftmost, 2, 5) == std::vector<int>{1, 0, 0, 0, 0});
-  CHECK(CellularAutomaton::step_state({0, 0, 0, 0, 1}, leftmost, 2, 5) == std::vector<int>{0, 1, 0, 0, 0});
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, rightmost, 2, 5) == std::vector<int>{0, 0, 0, 1, 0});
-  CHECK(CellularAutomaton::step_state({0, 1, 0, 0, 0}, rightmost, 2, 5) == std::vector<int>{0, 0, 0, 0, 1});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, leftmost, 2, 5) ==
+        std::vector<int>{0, 0, 1, 0, 0});
+  CHECK(CellularAutomaton::step_state({0, 0, 0, 1, 0}, leftmost, 2, 5) ==
+        std::vector<int>{1, 0, 0, 0, 0});
+  CHECK(CellularAutomaton::step_state({0, 0, 0, 0, 1}, leftmost, 2, 5) ==
+        std::vector<int>{0, 1, 0, 0, 0});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, rightmost, 2, 5) ==
+        std::vector<int>{0, 0, 0, 1, 0});
+  CHECK(CellularAutomaton::step_state({0, 1, 0, 0, 0}, rightmost, 2, 5) ==
+        std::vector<int>{0, 0, 0, 0, 1});
   // S=5, W=5: every window is the whole ring.
-  CHECK(CellularAutomaton::step_state({1, 1, 0, 0, 0}, parity, 2, 5) == std::vector<int>{0, 0, 0, 0, 0});
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, parity, 2, 5) == std::vector<int>{1, 1, 1, 1, 1});
+  CHECK(CellularAutomaton::step_state({1, 1, 0, 0, 0}, parity, 2, 5) ==
+        std::vector<int>{0, 0, 0, 0, 0});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0}, parity, 2, 5) ==
+        std::vector<int>{1, 1, 1, 1, 1});
   // S=7: parity of cells i-2..i+2. State 1000000: cells 5, 6, 0, 1, 2 see the 1.
-  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0, 0, 0}, parity, 2, 5) == std::vector<int>{1, 1, 1, 0, 0, 1, 1});
+  CHECK(CellularAutomaton::step_state({1, 0, 0, 0, 0, 0, 0}, parity, 2, 5) ==
+        std::vector<int>{1, 1, 1, 0, 0, 1, 1});
   // S=3 < W: the window wraps more than once; s[i-2] = s[i+1].
   CHECK(CellularAutomaton::step_state({1, 0, 0}, leftmost, 2, 5) == std::vector<int>{0, 0, 1});
 }
@@ -133,7 +153,8 @@ TEST_CASE("the rule pool is fixed by task_seed, uniform, and table r does not de
   // 16384 entries, 4096 expected per colour, sd ~55.
   for (int count : counts) CHECK(std::abs(count - 4096) < 350);
   // Distinct tables (a collision among 4^64 is impossible in practice).
-  CHECK(std::set<std::vector<int>>(task.rule_tables().begin(), task.rule_tables().end()).size() == 256);
+  CHECK(std::set<std::vector<int>>(task.rule_tables().begin(), task.rule_tables().end()).size() ==
+        256);
 
   CHECK(CellularAutomaton(16, 16, 4, 3, 1, 256, 2024).rule_tables() == task.rule_tables());
   CHECK(CellularAutomaton(16, 16, 4, 3, 1, 256, 2025).rule_tables() != task.rule_tables());
@@ -154,8 +175,9 @@ TEST_CASE("every recorded state follows from the previous one by the sequence's 
   struct Case {
     int S, T, C, W, k, N;
   };
-  for (const Case c : {Case{5, 4, 2, 3, 1, 8}, Case{5, 4, 2, 3, 2, 8}, Case{7, 5, 2, 5, 1, 4}, Case{16, 16, 4, 3, 1, 256},
-                       Case{9, 6, 3, 3, 3, 16}, Case{1, 3, 4, 3, 1, 4}}) {
+  for (const Case c :
+       {Case{5, 4, 2, 3, 1, 8}, Case{5, 4, 2, 3, 2, 8}, Case{7, 5, 2, 5, 1, 4},
+        Case{16, 16, 4, 3, 1, 256}, Case{9, 6, 3, 3, 3, 16}, Case{1, 3, 4, 3, 1, 4}}) {
     CAPTURE(c.S);
     CAPTURE(c.W);
     CAPTURE(c.k);
@@ -166,7 +188,8 @@ TEST_CASE("every recorded state follows from the previous one by the sequence's 
     task.sample(/*data_seed=*/3, /*step=*/17, batch, inputs, targets);
     for (int b = 0; b < batch; ++b) {
       for (int p = 0; p + 1 < L; ++p) {
-        CHECK(targets[static_cast<std::size_t>(b * L + p)] == inputs[static_cast<std::size_t>(b * L + p + 1)]);
+        CHECK(targets[static_cast<std::size_t>(b * L + p)] ==
+              inputs[static_cast<std::size_t>(b * L + p + 1)]);
       }
       const std::vector<int> tokens = tokens_of(inputs, targets, b, L);
       for (int v : tokens) REQUIRE((v >= 0 && v < c.C));
@@ -174,7 +197,8 @@ TEST_CASE("every recorded state follows from the previous one by the sequence's 
       REQUIRE((rule >= 0 && rule < c.N));
       const std::vector<int>& table = task.rule_tables()[static_cast<std::size_t>(rule)];
       for (int t = 1; t < c.T; ++t) {
-        CHECK(state_of(tokens, t, c.S) == CellularAutomaton::evolve(state_of(tokens, t - 1, c.S), table, c.C, c.W, c.k));
+        CHECK(state_of(tokens, t, c.S) ==
+              CellularAutomaton::evolve(state_of(tokens, t - 1, c.S), table, c.C, c.W, c.k));
       }
     }
   }
@@ -208,9 +232,11 @@ TEST_CASE("one rule per sequence, read off the tokens alone; rules vary across s
     CHECK(consistent);
     const int rule = task.rule_of_sequence(8, 2, b);
     const std::vector<int>& table = task.rule_tables()[static_cast<std::size_t>(rule)];
-    for (const auto& [index, next] : observed) CHECK(table[static_cast<std::size_t>(index)] == next);
+    for (const auto& [index, next] : observed)
+      CHECK(table[static_cast<std::size_t>(index)] == next);
     rules.insert(rule);
-    for (int i = 0; i < S; ++i) ++colour_counts[static_cast<std::size_t>(tokens[static_cast<std::size_t>(i)])];
+    for (int i = 0; i < S; ++i)
+      ++colour_counts[static_cast<std::size_t>(tokens[static_cast<std::size_t>(i)])];
   }
   // 64 draws from 256 rules: ~57 distinct expected.
   CHECK(rules.size() >= 20);
@@ -271,8 +297,8 @@ TEST_CASE("attention target rows: the periodic dependency window of the previous
   struct Case {
     int S, T, W, k;
   };
-  for (const Case c : {Case{8, 4, 3, 1}, Case{16, 3, 3, 2}, Case{16, 3, 5, 2}, Case{8, 3, 5, 2}, Case{2, 4, 3, 1},
-                       Case{1, 4, 3, 1}, Case{11, 3, 7, 1}}) {
+  for (const Case c : {Case{8, 4, 3, 1}, Case{16, 3, 3, 2}, Case{16, 3, 5, 2}, Case{8, 3, 5, 2},
+                       Case{2, 4, 3, 1}, Case{1, 4, 3, 1}, Case{11, 3, 7, 1}}) {
     CAPTURE(c.S);
     CAPTURE(c.W);
     CAPTURE(c.k);
@@ -351,34 +377,55 @@ TEST_CASE("loss weights, analysis queries and key ranges, loss floor") {
 }
 
 TEST_CASE("invalid parameters and spans are rejected with the field named") {
-  CHECK_THROWS_WITH_AS(CellularAutomaton(0), doctest::Contains("CellularAutomaton S"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 1), doctest::Contains("CellularAutomaton T"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 1), doctest::Contains("CellularAutomaton C"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 2), doctest::Contains("CellularAutomaton W"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 0), doctest::Contains("CellularAutomaton W"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 11), doctest::Contains("CellularAutomaton C^W"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 2, 21), doctest::Contains("CellularAutomaton C^W"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 2000000, 1), doctest::Contains("CellularAutomaton C^W"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 3, 0), doctest::Contains("CellularAutomaton k"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 3, 1, 0), doctest::Contains("CellularAutomaton N"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 9, 1, 2048), doctest::Contains("CellularAutomaton N"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton(1 << 30, 16), doctest::Contains("CellularAutomaton S*T"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(0), doctest::Contains("CellularAutomaton S"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 1), doctest::Contains("CellularAutomaton T"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 1), doctest::Contains("CellularAutomaton C"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 2), doctest::Contains("CellularAutomaton W"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 0), doctest::Contains("CellularAutomaton W"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 11), doctest::Contains("CellularAutomaton C^W"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 2, 21), doctest::Contains("CellularAutomaton C^W"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 2000000, 1),
+                       doctest::Contains("CellularAutomaton C^W"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 3, 0), doctest::Contains("CellularAutomaton k"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 3, 1, 0),
+                       doctest::Contains("CellularAutomaton N"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(4, 16, 4, 9, 1, 2048),
+                       doctest::Contains("CellularAutomaton N"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton(1 << 30, 16), doctest::Contains("CellularAutomaton S*T"),
+                       emergent::Error);
   CHECK_NOTHROW(CellularAutomaton(4, 2, 4, 9, 1, 1));  // C^W = 2^18 fits
 
   const CellularAutomaton task(4, 2, 4, 3, 1, 4, 0);
   std::vector<std::int32_t> right(2 * 7), also_right(2 * 7), wrong(2 * 7 + 1);
-  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, wrong, right), doctest::Contains("inputs"), emergent::Error);
-  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, right, wrong), doctest::Contains("targets"), emergent::Error);
-  CHECK_THROWS_WITH_AS(task.sample(0, 0, -1, right, also_right), doctest::Contains("batch"), emergent::Error);
+  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, wrong, right), doctest::Contains("inputs"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, right, wrong), doctest::Contains("targets"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(task.sample(0, 0, -1, right, also_right), doctest::Contains("batch"),
+                       emergent::Error);
   CHECK_NOTHROW(task.sample(0, 0, 2, right, also_right));
-  CHECK_THROWS_WITH_AS(task.rule_of_sequence(0, 0, -1), doctest::Contains("rule_of_sequence b"), emergent::Error);
+  CHECK_THROWS_WITH_AS(task.rule_of_sequence(0, 0, -1), doctest::Contains("rule_of_sequence b"),
+                       emergent::Error);
   CHECK_THROWS_WITH_AS(task.target_keys(7), doctest::Contains("query"), emergent::Error);
 
-  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, {0, 1, 1}, 2, 3), doctest::Contains("table"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 2}, elementary(110), 2, 3), doctest::Contains("state"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({}, elementary(110), 2, 3), doctest::Contains("state"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, elementary(110), 2, 2), doctest::Contains("W"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, elementary(110), 1, 3), doctest::Contains("C"), emergent::Error);
-  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, {0, 1, 1, 1, 0, 1, 1, 2}, 2, 3), doctest::Contains("table"),
-                       emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, {0, 1, 1}, 2, 3),
+                       doctest::Contains("table"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 2}, elementary(110), 2, 3),
+                       doctest::Contains("state"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({}, elementary(110), 2, 3),
+                       doctest::Contains("state"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, elementary(110), 2, 2),
+                       doctest::Contains("W"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, elementary(110), 1, 3),
+                       doctest::Contains("C"), emergent::Error);
+  CHECK_THROWS_WITH_AS(CellularAutomaton::step_state({0, 1}, {0, 1, 1, 1, 0, 1, 1, 2}, 2, 3),
+                       doctest::Contains("table"), emergent::Error);
 }

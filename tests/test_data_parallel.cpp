@@ -3,20 +3,20 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
-#include <vector>
-
 #include <emergent/core/parallel.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/model/data_parallel.hpp>
 #include <emergent/model/model.hpp>
+#include <random>
+#include <vector>
 
 namespace {
 
 template <class Real>
-using Net = emergent::Model<emergent::DotAttention,
-                            emergent::Shape{.vocab = 3, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 10, .max_len = 9},
-                            Real>;
+using Net = emergent::Model<
+    emergent::DotAttention,
+    emergent::Shape{.vocab = 3, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 10, .max_len = 9},
+    Real>;
 
 template <class Real>
 struct Batch {
@@ -25,11 +25,14 @@ struct Batch {
   std::vector<float> weights, pattern;
   Batch() {
     std::mt19937 rng(7);
-    for (int i = 0; i < batch * length; ++i) inputs.push_back(int(rng() % 3)), targets.push_back(int(rng() % 3));
+    for (int i = 0; i < batch * length; ++i)
+      inputs.push_back(int(rng() % 3)), targets.push_back(int(rng() % 3));
     for (int t = 0; t < length; ++t) weights.push_back(t % 3 == 0 ? 0.0f : 1.0f + 0.25f * t);
     for (int i = 0; i < length * length; ++i) pattern.push_back(float(rng() % 2));
   }
-  emergent::ForwardInput input() const { return {batch, length, inputs, targets, weights, pattern, 0.7f}; }
+  emergent::ForwardInput input() const {
+    return {batch, length, inputs, targets, weights, pattern, 0.7f};
+  }
 };
 
 }  // namespace
@@ -52,9 +55,11 @@ TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
     const double loss = step.run(params, grads, data.input());
     CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
     CHECK(step.weighted_mean(x1) == doctest::Approx(N::weighted_mean(ws, x1)).epsilon(1e-12));
-    CHECK(step.weighted_accuracy(x1) == doctest::Approx(N::weighted_accuracy(ws, x1)).epsilon(1e-12));
+    CHECK(step.weighted_accuracy(x1) ==
+          doctest::Approx(N::weighted_accuracy(ws, x1)).epsilon(1e-12));
     double worst = 0;
-    for (std::size_t i = 0; i < grads.size(); ++i) worst = std::max(worst, std::abs(grads[i] - expected[i]));
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      worst = std::max(worst, std::abs(grads[i] - expected[i]));
     CHECK(worst < 1e-12);
     std::size_t slices_batch = 0;
     for (const auto* w : step.workspaces()) slices_batch += w->batch;

@@ -49,7 +49,8 @@ TEST_CASE("column choice is spread over all columns") {
   std::vector<int> hits(8, 0);
   for (std::uint64_t seed = 0; seed < 400; ++seed) {
     const LinearMap task(8, 1, seed);
-    for (int j = 0; j < 8; ++j) hits[static_cast<std::size_t>(j)] += task.matrix()[static_cast<std::size_t>(j)];
+    for (int j = 0; j < 8; ++j)
+      hits[static_cast<std::size_t>(j)] += task.matrix()[static_cast<std::size_t>(j)];
   }
   for (int count : hits) CHECK(count > 20);  // expected 50
 }
@@ -66,10 +67,14 @@ TEST_CASE("every sample satisfies x1 = A x0 mod 2 with the next-token shift") {
     // Full token sequence: inputs give tokens 0..2S-2, the last target gives token 2S-1.
     std::vector<std::int32_t> tokens(inputs.begin() + b * T, inputs.begin() + (b + 1) * T);
     tokens.push_back(targets[static_cast<std::size_t>((b + 1) * T - 1)]);
-    for (int p = 0; p + 1 < T; ++p) CHECK(targets[static_cast<std::size_t>(b * T + p)] == inputs[static_cast<std::size_t>(b * T + p + 1)]);
+    for (int p = 0; p + 1 < T; ++p)
+      CHECK(targets[static_cast<std::size_t>(b * T + p)] ==
+            inputs[static_cast<std::size_t>(b * T + p + 1)]);
     for (int i = 0; i < S; ++i) {
       int parity = 0;
-      for (int j = 0; j < S; ++j) parity += task.matrix()[static_cast<std::size_t>(i * S + j)] * x0[static_cast<std::size_t>(j)];
+      for (int j = 0; j < S; ++j)
+        parity +=
+            task.matrix()[static_cast<std::size_t>(i * S + j)] * x0[static_cast<std::size_t>(j)];
       CHECK(tokens[static_cast<std::size_t>(S + i)] == parity % 2);
       // The query of x1[i] has x1[i] as its target.
       CHECK(targets[static_cast<std::size_t>(b * T + task.x1_query(i))] == parity % 2);
@@ -109,7 +114,8 @@ TEST_CASE("attention target and loss weights") {
   for (int q = 0; q < T; ++q) {
     for (int k = 0; k < T; ++k) {
       float expected = 0.0f;
-      if (q >= S - 1 && k < S) expected = task.matrix()[static_cast<std::size_t>((q - (S - 1)) * S + k)];
+      if (q >= S - 1 && k < S)
+        expected = task.matrix()[static_cast<std::size_t>((q - (S - 1)) * S + k)];
       CHECK(target[static_cast<std::size_t>(q * T + k)] == expected);
       if (k > q) CHECK(target[static_cast<std::size_t>(q * T + k)] == 0.0f);  // causal
     }
@@ -159,7 +165,9 @@ TEST_CASE("invalid parameters and spans are rejected with the field named") {
   CHECK_THROWS_WITH_AS(LinearMap(4, 5, 0), doctest::Contains("LinearMap s"), emergent::Error);
   const LinearMap task(4, 2, 0);
   std::vector<std::int32_t> right(2 * 7), also_right(2 * 7), wrong(2 * 7 + 1);
-  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, wrong, right), doctest::Contains("inputs"), emergent::Error);
-  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, right, wrong), doctest::Contains("targets"), emergent::Error);
+  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, wrong, right), doctest::Contains("inputs"),
+                       emergent::Error);
+  CHECK_THROWS_WITH_AS(task.sample(0, 0, 2, right, wrong), doctest::Contains("targets"),
+                       emergent::Error);
   CHECK_NOTHROW(task.sample(0, 0, 2, right, also_right));
 }

@@ -9,11 +9,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
-#include <vector>
-
 #include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/reference/gated_deltanet.hpp>
+#include <random>
+#include <vector>
 
 #include "mixer_suite.hpp"
 
@@ -21,7 +20,8 @@ namespace {
 
 namespace ref = emergent::reference;
 
-constexpr emergent::Shape kShape{.vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 16, .max_len = 80};
+constexpr emergent::Shape kShape{
+    .vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 16, .max_len = 80};
 
 // Inputs of one head's recurrence, with keys l2-normalised as the layer makes them.
 template <class Real>
@@ -30,7 +30,15 @@ struct HeadInputs {
   std::vector<Real> q, k, v, g, beta;
 };
 
-enum class Gates { random, alpha_near_one, alpha_near_zero, alpha_zero, beta_near_zero, beta_near_one, mixed };
+enum class Gates {
+  random,
+  alpha_near_one,
+  alpha_near_zero,
+  alpha_zero,
+  beta_near_zero,
+  beta_near_one,
+  mixed
+};
 
 template <class Real>
 HeadInputs<Real> head_inputs(int T, int K, Gates gates, std::uint64_t seed) {
@@ -54,12 +62,23 @@ HeadInputs<Real> head_inputs(int T, int K, Gates gates, std::uint64_t seed) {
     }
     double g = -0.5 * uniform(rng), beta = uniform(rng);
     switch (gates) {
-      case Gates::random: break;
-      case Gates::alpha_near_one: g = -1e-7 * uniform(rng); break;
-      case Gates::alpha_near_zero: g = -30 - 10 * uniform(rng); break;
-      case Gates::alpha_zero: g = -1000; break;  // the layer's clamp: exp(g) == 0
-      case Gates::beta_near_zero: beta = 1e-7 * uniform(rng); break;
-      case Gates::beta_near_one: beta = 1 - 1e-7 * uniform(rng); break;
+      case Gates::random:
+        break;
+      case Gates::alpha_near_one:
+        g = -1e-7 * uniform(rng);
+        break;
+      case Gates::alpha_near_zero:
+        g = -30 - 10 * uniform(rng);
+        break;
+      case Gates::alpha_zero:
+        g = -1000;
+        break;  // the layer's clamp: exp(g) == 0
+      case Gates::beta_near_zero:
+        beta = 1e-7 * uniform(rng);
+        break;
+      case Gates::beta_near_one:
+        beta = 1 - 1e-7 * uniform(rng);
+        break;
       case Gates::mixed: {
         const double pick = uniform(rng);
         g = pick < 0.25 ? -1e-7 : pick < 0.5 ? -40.0 : pick < 0.6 ? -1000.0 : -3 * uniform(rng);
@@ -80,15 +99,15 @@ void check_chunked_equals_recurrent(Gates gates, double tolerance) {
     // The recurrence in double, from the same (rounded) inputs.
     auto wide = [](const std::vector<Real>& a) { return std::vector<double>(a.begin(), a.end()); };
     std::vector<double> o_rec(T * K), h_rec(K * K, 0.0);
-    emergent::GatedDeltaRule<double, K>::recurrent_forward(wide(in.q).data(), wide(in.k).data(), wide(in.v).data(),
-                                                           wide(in.g).data(), wide(in.beta).data(), T, o_rec.data(),
-                                                           h_rec.data());
+    emergent::GatedDeltaRule<double, K>::recurrent_forward(
+        wide(in.q).data(), wide(in.k).data(), wide(in.v).data(), wide(in.g).data(),
+        wide(in.beta).data(), T, o_rec.data(), h_rec.data());
     for (int chunk : {1, 3, 16, 32, 64}) {
       CAPTURE(T);
       CAPTURE(chunk);
       std::vector<Real> o(T * K), h(K * K, Real(0)), states(((T + chunk - 1) / chunk) * K * K);
-      Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk, o.data(),
-                            h.data(), states.data());
+      Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
+                            chunk, o.data(), h.data(), states.data());
       CHECK(mixer_suite::relative_error<Real, double>(o, o_rec) < tolerance);
       CHECK(mixer_suite::relative_error<Real, double>(h, h_rec) < tolerance);
       CHECK(std::all_of(states.begin(), states.begin() + K * K, [](Real s) { return s == 0; }));
@@ -104,19 +123,20 @@ void check_rule_gradients(Gates gates, int T, int chunk) {
   const std::vector<double> w = mixer_suite::random_vector(static_cast<std::size_t>(T) * K, 8);
   auto loss = [&] {
     std::vector<double> o(T * K), h(K * K, 0.0);
-    Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk, o.data(),
-                          h.data(), nullptr);
+    Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
+                          chunk, o.data(), h.data(), nullptr);
     double s = 0;
     for (int i = 0; i < T * K; ++i) s += w[i] * o[i];
     return s;
   };
   std::vector<double> o(T * K), h(K * K, 0.0), states(((T + chunk - 1) / chunk) * K * K);
-  Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk, o.data(),
-                        h.data(), states.data());
+  Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
+                        chunk, o.data(), h.data(), states.data());
   std::vector<double> dq(T * K), dk(T * K), dv(T * K), dg(T), dbeta(T);
-  Rule::backward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk, states.data(), w.data(),
-                 dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data());
-  auto check = [&](std::vector<double>& values, const std::vector<double>& analytic, const char* what) {
+  Rule::backward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
+                 states.data(), w.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data());
+  auto check = [&](std::vector<double>& values, const std::vector<double>& analytic,
+                   const char* what) {
     for (std::size_t i = 0; i < values.size(); ++i) {
       const double saved = values[i], step = 1e-6;
       values[i] = saved + step;
@@ -141,12 +161,14 @@ void check_rule_gradients(Gates gates, int T, int chunk) {
 void check_layer_at_extreme_decay(double a_log_value, double dt_bias_value, double tolerance) {
   using Mixer = emergent::GatedDeltaNet<kShape, double>;
   constexpr int D = kShape.d_model, B = 2, T = 37;
-  std::vector<double> params = mixer_suite::mixer_parameters<emergent::GatedDeltaNet, kShape>(81, 0.1);
+  std::vector<double> params =
+      mixer_suite::mixer_parameters<emergent::GatedDeltaNet, kShape>(81, 0.1);
   for (int h = 0; h < kShape.heads; ++h) {
     params[Mixer::a_log + h] = a_log_value;
     params[Mixer::dt_bias + h] = dt_bias_value;
   }
-  const std::vector<double> x = mixer_suite::random_vector(B * T * D, 82), dy = mixer_suite::random_vector(B * T * D, 83);
+  const std::vector<double> x = mixer_suite::random_vector(B * T * D, 82),
+                            dy = mixer_suite::random_vector(B * T * D, 83);
   const auto fast = mixer_suite::run_fast<Mixer>(params, x, dy, B, T);
   const ref::MixerParameters named = mixer_suite::to_named<Mixer, double>(params);
   const ref::GatedDeltaNetReference reference{kShape.heads};
@@ -154,11 +176,13 @@ void check_layer_at_extreme_decay(double a_log_value, double dt_bias_value, doub
   for (int b = 0; b < B; ++b) {
     const ref::Matrix xb = mixer_suite::sequence<double>(x, b, T, D);
     const ref::Matrix y = reference.forward(named, xb);
-    const ref::MixerGradients g = reference.backward(named, xb, mixer_suite::sequence<double>(dy, b, T, D));
+    const ref::MixerGradients g =
+        reference.backward(named, xb, mixer_suite::sequence<double>(dy, b, T, D));
     const std::span<const double> fy = std::span(fast.y).subspan(b * T * D, T * D);
     const std::span<const double> fdx = std::span(fast.dx).subspan(b * T * D, T * D);
     CHECK(mixer_suite::relative_error<double, double>(fy, std::span(y.data(), T * D)) < tolerance);
-    CHECK(mixer_suite::relative_error<double, double>(fdx, std::span(g.dx.data(), T * D)) < tolerance);
+    CHECK(mixer_suite::relative_error<double, double>(fdx, std::span(g.dx.data(), T * D)) <
+          tolerance);
     const std::vector<double> gb = mixer_suite::to_flat<Mixer>(g.dparams);
     for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
   }
@@ -167,12 +191,16 @@ void check_layer_at_extreme_decay(double a_log_value, double dt_bias_value, doub
     CAPTURE(name);
     const std::size_t offset = Mixer::layout.offsets[k], size = Mixer::layout.specs[k].size();
     const std::span<const double> expected = std::span<const double>(grads).subspan(offset, size);
-    const std::span<const double> actual = std::span<const double>(fast.grads).subspan(offset, size);
+    const std::span<const double> actual =
+        std::span<const double>(fast.grads).subspan(offset, size);
     // At alpha == 0 exactly, the decay's gradients vanish on both sides.
     double norm = 0;
     for (double e : expected) norm += e * e;
-    if (norm == 0) CHECK(std::all_of(actual.begin(), actual.end(), [](double a) { return std::abs(a) < 1e-300; }));
-    else CHECK(mixer_suite::relative_error<double, double>(actual, expected) < tolerance);
+    if (norm == 0)
+      CHECK(
+          std::all_of(actual.begin(), actual.end(), [](double a) { return std::abs(a) < 1e-300; }));
+    else
+      CHECK(mixer_suite::relative_error<double, double>(actual, expected) < tolerance);
   }
 }
 
@@ -181,26 +209,34 @@ void check_layer_at_extreme_decay(double a_log_value, double dt_bias_value, doub
 TEST_CASE("mixer suite: GatedDeltaNet") {
   // Lengths around the chunk of 16 (GatedDeltaNet::kChunk): one token, a partial chunk, one
   // past one and two chunks, four chunks and a remainder.
-  mixer_suite::run_all<emergent::GatedDeltaNet, kShape>(ref::GatedDeltaNetReference{kShape.heads}, {1, 5, 17, 33, 70});
+  mixer_suite::run_all<emergent::GatedDeltaNet, kShape>(ref::GatedDeltaNetReference{kShape.heads},
+                                                        {1, 5, 17, 33, 70});
 }
 
 TEST_CASE("GatedDeltaNet: other head widths against the reference") {
   // Dh = 16 (the training shapes' head width: other SIMD paths) and Dh = 3 (no full packet).
-  constexpr emergent::Shape wide{.vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 40};
-  constexpr emergent::Shape odd{.vocab = 5, .d_model = 9, .heads = 3, .layers = 1, .d_ff = 16, .max_len = 40};
+  constexpr emergent::Shape wide{
+      .vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 40};
+  constexpr emergent::Shape odd{
+      .vocab = 5, .d_model = 9, .heads = 3, .layers = 1, .d_ff = 16, .max_len = 40};
   for (int T : {3, 37}) {
-    mixer_suite::check_against_reference<emergent::GatedDeltaNet, wide, double>(ref::GatedDeltaNetReference{2}, 2, T, 1e-10);
-    mixer_suite::check_against_reference<emergent::GatedDeltaNet, wide, float>(ref::GatedDeltaNetReference{2}, 2, T, 2e-4);
-    mixer_suite::check_against_reference<emergent::GatedDeltaNet, odd, double>(ref::GatedDeltaNetReference{3}, 2, T, 1e-10);
-    mixer_suite::check_against_reference<emergent::GatedDeltaNet, odd, float>(ref::GatedDeltaNetReference{3}, 2, T, 2e-4);
+    mixer_suite::check_against_reference<emergent::GatedDeltaNet, wide, double>(
+        ref::GatedDeltaNetReference{2}, 2, T, 1e-10);
+    mixer_suite::check_against_reference<emergent::GatedDeltaNet, wide, float>(
+        ref::GatedDeltaNetReference{2}, 2, T, 2e-4);
+    mixer_suite::check_against_reference<emergent::GatedDeltaNet, odd, double>(
+        ref::GatedDeltaNetReference{3}, 2, T, 1e-10);
+    mixer_suite::check_against_reference<emergent::GatedDeltaNet, odd, float>(
+        ref::GatedDeltaNetReference{3}, 2, T, 2e-4);
   }
   mixer_suite::check_decoding<emergent::GatedDeltaNet, wide, double>(37, 1e-10);
   mixer_suite::check_decoding<emergent::GatedDeltaNet, odd, double>(37, 1e-10);
 }
 
 TEST_CASE("GatedDeltaRule: the chunked form equals the recurrent form") {
-  for (Gates gates : {Gates::random, Gates::alpha_near_one, Gates::alpha_near_zero, Gates::alpha_zero,
-                      Gates::beta_near_zero, Gates::beta_near_one, Gates::mixed}) {
+  for (Gates gates :
+       {Gates::random, Gates::alpha_near_one, Gates::alpha_near_zero, Gates::alpha_zero,
+        Gates::beta_near_zero, Gates::beta_near_one, Gates::mixed}) {
     CAPTURE(static_cast<int>(gates));
     check_chunked_equals_recurrent<double, 4>(gates, 1e-12);
     check_chunked_equals_recurrent<double, 16>(gates, 1e-12);
@@ -209,8 +245,9 @@ TEST_CASE("GatedDeltaRule: the chunked form equals the recurrent form") {
 }
 
 TEST_CASE("GatedDeltaRule: backward against finite differences, at extreme gates") {
-  for (Gates gates : {Gates::random, Gates::alpha_near_one, Gates::alpha_near_zero, Gates::alpha_zero,
-                      Gates::beta_near_zero, Gates::beta_near_one, Gates::mixed}) {
+  for (Gates gates :
+       {Gates::random, Gates::alpha_near_one, Gates::alpha_near_zero, Gates::alpha_zero,
+        Gates::beta_near_zero, Gates::beta_near_one, Gates::mixed}) {
     CAPTURE(static_cast<int>(gates));
     check_rule_gradients<4>(gates, 11, 4);
     check_rule_gradients<3>(gates, 9, 16);
@@ -226,14 +263,17 @@ TEST_CASE("GatedDeltaRule: the backward does not depend on the chunk it recomput
   for (int chunk : {1, 5, 32, 64}) {
     CAPTURE(chunk);
     std::vector<double> o(T * K), h(K * K, 0.0), states(((T + chunk - 1) / chunk) * K * K);
-    Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk, o.data(),
-                          h.data(), states.data());
+    Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
+                          chunk, o.data(), h.data(), states.data());
     std::vector<double> all(3 * T * K + 2 * T);
     double* p = all.data();
-    Rule::backward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk, states.data(),
-                   d_o.data(), p, p + T * K, p + 2 * T * K, p + 3 * T * K, p + 3 * T * K + T);
-    if (first.empty()) first = all;
-    else CHECK(mixer_suite::relative_error<double, double>(all, first) < 1e-12);
+    Rule::backward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
+                   states.data(), d_o.data(), p, p + T * K, p + 2 * T * K, p + 3 * T * K,
+                   p + 3 * T * K + T);
+    if (first.empty())
+      first = all;
+    else
+      CHECK(mixer_suite::relative_error<double, double>(all, first) < 1e-12);
   }
 }
 
@@ -260,7 +300,8 @@ TEST_CASE("GatedDeltaNet: init follows FLA's layer") {
       CHECK(dt <= 1e-1 * (1 + 1e-9));
     }
     for (int c = 0; c < kShape.d_head(); ++c) CHECK(p[Mixer::norm_weight + c] == 1.0);
-    for (int i = 0; i < kShape.d_model * Mixer::kConv; ++i) CHECK(std::abs(p[Mixer::q_conv + i]) <= 0.5);
+    for (int i = 0; i < kShape.d_model * Mixer::kConv; ++i)
+      CHECK(std::abs(p[Mixer::q_conv + i]) <= 0.5);
   }
   // Per-layer draws differ (they are indexed by position in the whole buffer).
   CHECK(params[Net::mixer_offset(0) + Mixer::a_log] != params[Net::mixer_offset(1) + Mixer::a_log]);

@@ -4,11 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <vector>
-
 #include <emergent/core/parallel.hpp>
 #include <emergent/mixers/mamba.hpp>
 #include <emergent/reference/mamba.hpp>
+#include <vector>
 
 #include "mixer_suite.hpp"
 
@@ -18,11 +17,15 @@ namespace ref = emergent::reference;
 using emergent::Shape;
 
 // d_inner 24 (channel blocks of 8), dt_rank 1.
-constexpr Shape kShape{.vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 16, .max_len = 80};
-// d_model 20: dt_rank 2; with expand 1, d_state 5, d_conv 1 (no conv window): d_inner 20, blocks of 4.
-constexpr Shape kOddShape{.vocab = 3, .d_model = 20, .heads = 4, .layers = 1, .d_ff = 8, .max_len = 40};
+constexpr Shape kShape{
+    .vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 16, .max_len = 80};
+// d_model 20: dt_rank 2; with expand 1, d_state 5, d_conv 1 (no conv window): d_inner 20, blocks
+// of 4.
+constexpr Shape kOddShape{
+    .vocab = 3, .d_model = 20, .heads = 4, .layers = 1, .d_ff = 8, .max_len = 40};
 // expand 3, d_state 3, d_conv 2: d_inner 30, blocks of 2.
-constexpr Shape kNarrowShape{.vocab = 4, .d_model = 10, .heads = 2, .layers = 1, .d_ff = 8, .max_len = 40};
+constexpr Shape kNarrowShape{
+    .vocab = 4, .d_model = 10, .heads = 2, .layers = 1, .d_ff = 8, .max_len = 40};
 
 template <Shape S, class Real>
 using MambaNoConv = emergent::MambaMixer<S, Real, 5, 1, 1>;
@@ -47,13 +50,16 @@ TEST_CASE("mixer suite: Mamba with d_state 3, expand 3, d_conv 2") {
 }
 
 TEST_CASE("Mamba sizes and parameter count") {
-  constexpr Shape linmap{.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 64};
+  constexpr Shape linmap{
+      .vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 64};
   using M = emergent::Mamba<linmap, float>;
   static_assert(M::E == 256 && M::N == 16 && M::K == 4 && M::R == 8 && M::P == 40);
   // in 65536 + conv 1024 + 256 + x_proj 10240 + dt_proj 2048 + 256 + A_log 4096 + D 256 + out 32768
   static_assert(M::layout.total == 116480);
-  static_assert(emergent::TokenMixer<M> && emergent::RecurrentMixer<M> && emergent::MixerWithInit<M>);
-  static_assert(emergent::Mamba<kShape, double>::R == 1 && emergent::Mamba<kShape, double>::E == 24);
+  static_assert(emergent::TokenMixer<M> && emergent::RecurrentMixer<M> &&
+                emergent::MixerWithInit<M>);
+  static_assert(emergent::Mamba<kShape, double>::R == 1 &&
+                emergent::Mamba<kShape, double>::E == 24);
   for (const emergent::TensorSpec& spec : M::layout.specs) {
     const std::string_view n = spec.name;
     CAPTURE(std::string(n));
@@ -71,12 +77,14 @@ TEST_CASE("Mamba init: A_log rows are log(1..N), softplus(dt_bias) in [dt_min, d
   for (int layer = 0; layer < kShape.layers; ++layer) {
     const double* p = params.data() + Net::mixer_offset(layer);
     for (int e = 0; e < M::E; ++e) {
-      for (int n = 0; n < M::N; ++n) CHECK(p[M::a_log + e * M::N + n] == doctest::Approx(std::log(n + 1.0)).epsilon(1e-15));
+      for (int n = 0; n < M::N; ++n)
+        CHECK(p[M::a_log + e * M::N + n] == doctest::Approx(std::log(n + 1.0)).epsilon(1e-15));
       const double dt = softplus(p[M::dt_bias + e]);
       CHECK(dt >= M::dt_min * (1 - 1e-12));
       CHECK(dt <= M::dt_max * (1 + 1e-12));
       CHECK(p[M::d_skip + e] == 1.0);
-      for (int r = 0; r < M::R; ++r) CHECK(std::abs(p[M::dt_weight + e * M::R + r]) <= 1.0 / std::sqrt(double(M::R)));
+      for (int r = 0; r < M::R; ++r)
+        CHECK(std::abs(p[M::dt_weight + e * M::R + r]) <= 1.0 / std::sqrt(double(M::R)));
     }
     // dt is log-uniform: across channels it spreads over most of the decade range.
     double lo = 1, hi = 0;
@@ -104,10 +112,14 @@ TEST_CASE("Mamba: extreme step sizes stay finite and match the reference") {
       pd[M::a_log + e * M::N + M::N - 1] = 6.0;
     }
     const std::vector<float> params = mixer_suite::cast<float>(pd);
-    const std::vector<float> x = mixer_suite::cast<float>(mixer_suite::random_vector(B * T * D, 82, 3.0));
-    const std::vector<float> dy = mixer_suite::cast<float>(mixer_suite::random_vector(B * T * D, 83));
+    const std::vector<float> x =
+        mixer_suite::cast<float>(mixer_suite::random_vector(B * T * D, 82, 3.0));
+    const std::vector<float> dy =
+        mixer_suite::cast<float>(mixer_suite::random_vector(B * T * D, 83));
     const auto fast = mixer_suite::run_fast<M>(params, x, dy, B, T);
-    auto finite = [](const std::vector<float>& v) { return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); }); };
+    auto finite = [](const std::vector<float>& v) {
+      return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
+    };
     CHECK(finite(fast.y));
     CHECK(finite(fast.dx));
     CHECK(finite(fast.grads));
@@ -115,16 +127,20 @@ TEST_CASE("Mamba: extreme step sizes stay finite and match the reference") {
     const ref::MambaReference reference;
     const ref::Matrix x0 = mixer_suite::sequence<float>(x, 0, T, D);
     const ref::Matrix y0 = reference.forward(named, x0);
-    const ref::MixerGradients g0 = reference.backward(named, x0, mixer_suite::sequence<float>(dy, 0, T, D));
-    CHECK(mixer_suite::relative_error<float, double>(std::span(fast.y).first(T * D), std::span(y0.data(), T * D)) < 1e-4);
-    CHECK(mixer_suite::relative_error<float, double>(std::span(fast.dx).first(T * D), std::span(g0.dx.data(), T * D)) < 1e-3);
+    const ref::MixerGradients g0 =
+        reference.backward(named, x0, mixer_suite::sequence<float>(dy, 0, T, D));
+    CHECK(mixer_suite::relative_error<float, double>(std::span(fast.y).first(T * D),
+                                                     std::span(y0.data(), T * D)) < 1e-4);
+    CHECK(mixer_suite::relative_error<float, double>(std::span(fast.dx).first(T * D),
+                                                     std::span(g0.dx.data(), T * D)) < 1e-3);
   }
 }
 
 TEST_CASE("Mamba: results do not depend on the thread count") {
   using M = emergent::Mamba<kShape, float>;
   constexpr int B = 3, T = 41, D = kShape.d_model;
-  const std::vector<float> params = mixer_suite::cast<float>(mixer_suite::mixer_parameters<emergent::Mamba, kShape>(91, 0.1));
+  const std::vector<float> params =
+      mixer_suite::cast<float>(mixer_suite::mixer_parameters<emergent::Mamba, kShape>(91, 0.1));
   const std::vector<float> x = mixer_suite::cast<float>(mixer_suite::random_vector(B * T * D, 92));
   const std::vector<float> dy = mixer_suite::cast<float>(mixer_suite::random_vector(B * T * D, 93));
   const int threads = emergent::thread_count();

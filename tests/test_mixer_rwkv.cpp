@@ -10,14 +10,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
-#include <span>
-#include <vector>
-
 #include <emergent/mixers/rwkv.hpp>
 #include <emergent/mixers/rwkv_channel_mix.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/reference/rwkv.hpp>
+#include <random>
+#include <span>
+#include <vector>
 
 #include "mixer_suite.hpp"
 
@@ -28,9 +27,11 @@ using emergent::Rwkv;
 using emergent::RwkvChannelMix;
 
 // heads is ignored by both mixers; d_ff = 20 is not a multiple of D.
-constexpr emergent::Shape kShape{.vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 20, .max_len = 80};
+constexpr emergent::Shape kShape{
+    .vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 20, .max_len = 80};
 // D = 40: one full block of 32 channels and a partial one of 8 in the WKV loops.
-constexpr emergent::Shape kWide{.vocab = 5, .d_model = 40, .heads = 1, .layers = 1, .d_ff = 24, .max_len = 32};
+constexpr emergent::Shape kWide{
+    .vocab = 5, .d_model = 40, .heads = 1, .layers = 1, .d_ff = 24, .max_len = 32};
 
 // One forward (and optionally backward) of a mixer, keeping its activations.
 template <class Mixer>
@@ -63,7 +64,8 @@ bool all_finite(const std::vector<Real>& v) {
 }
 
 // WKV straight from its definition (research notes A3.3), no max trick, in double.
-double direct_wkv(const std::vector<double>& k, const std::vector<double>& v, int t, double w, double u) {
+double direct_wkv(const std::vector<double>& k, const std::vector<double>& v, int t, double w,
+                  double u) {
   double numerator = std::exp(u + k[t]) * v[t], denominator = std::exp(u + k[t]);
   for (int i = 0; i < t; ++i) {
     const double weight = std::exp(-double(t - 1 - i) * w + k[i]);
@@ -96,7 +98,8 @@ std::vector<Real> identity_parameters(double key_scale) {
 }  // namespace
 
 TEST_CASE("mixer suite: Rwkv (time mixing)") {
-  static_assert(emergent::TokenMixer<Rwkv<kShape, float>> && emergent::RecurrentMixer<Rwkv<kShape, float>>);
+  static_assert(emergent::TokenMixer<Rwkv<kShape, float>> &&
+                emergent::RecurrentMixer<Rwkv<kShape, float>>);
   mixer_suite::run_all<Rwkv, kShape>(ref::RwkvReference{}, {1, 2, 5, 17, 70});
 }
 
@@ -109,7 +112,8 @@ TEST_CASE("mixer suite: RwkvChannelMix") {
 TEST_CASE("Rwkv: several channel blocks, one partial") {
   mixer_suite::check_against_reference<Rwkv, kWide, double>(ref::RwkvReference{}, 3, 11, 1e-10);
   mixer_suite::check_against_reference<Rwkv, kWide, float>(ref::RwkvReference{}, 3, 11, 2e-4);
-  mixer_suite::check_against_reference<RwkvChannelMix, kWide, double>(ref::RwkvChannelMixReference{}, 3, 11, 1e-10);
+  mixer_suite::check_against_reference<RwkvChannelMix, kWide, double>(
+      ref::RwkvChannelMixReference{}, 3, 11, 1e-10);
   mixer_suite::check_decoding<Rwkv, kWide, double>(11, 1e-10);
 }
 
@@ -169,7 +173,8 @@ TEST_CASE("Rwkv: WKV stays finite for keys whose exp overflows float") {
     for (int b = 0; b < B; ++b) {
       const ref::Matrix xb = mixer_suite::sequence<double>(x, b, T, D);
       const ref::Matrix yb = ref::RwkvReference{}.forward(named, xb);
-      const ref::MixerGradients g = ref::RwkvReference{}.backward(named, xb, mixer_suite::sequence<double>(dy, b, T, D));
+      const ref::MixerGradients g =
+          ref::RwkvReference{}.backward(named, xb, mixer_suite::sequence<double>(dy, b, T, D));
       y.insert(y.end(), yb.data(), yb.data() + T * D);
       dx.insert(dx.end(), g.dx.data(), g.dx.data() + T * D);
       const std::vector<double> gb = mixer_suite::to_flat<Rwkv<kShape, double>>(g.dparams);
@@ -187,9 +192,11 @@ TEST_CASE("Rwkv: WKV stays finite for keys whose exp overflows float") {
   // Token-by-token decoding stays finite and equal too.
   typename Rwkv<kShape, float>::State state = Rwkv<kShape, float>::initial_state();
   std::vector<float> decoded(static_cast<std::size_t>(T) * D);
-  for (int t = 0; t < T; ++t) Rwkv<kShape, float>::step(params.data(), xf.data() + t * D, decoded.data() + t * D, state);
+  for (int t = 0; t < T; ++t)
+    Rwkv<kShape, float>::step(params.data(), xf.data() + t * D, decoded.data() + t * D, state);
   CHECK(all_finite(decoded));
-  CHECK(mixer_suite::relative_error<float, float>(decoded, std::span<const float>(fast.y).subspan(0, T * D)) < 1e-5);
+  CHECK(mixer_suite::relative_error<float, float>(
+            decoded, std::span<const float>(fast.y).subspan(0, T * D)) < 1e-5);
 }
 
 TEST_CASE("Rwkv, RwkvChannelMix: RWKV-LM v4neo init") {
@@ -205,10 +212,12 @@ TEST_CASE("Rwkv, RwkvChannelMix: RWKV-LM v4neo init") {
     for (int i = 0; i < D; ++i) {
       CAPTURE(i);
       const double x = double(i) / D;
-      CHECK(m[Time::time_decay + i] == doctest::Approx(-5 + 8 * std::pow(i / (D - 1.0), 0.7 + 1.3 * ratio_0_to_1)));
+      CHECK(m[Time::time_decay + i] ==
+            doctest::Approx(-5 + 8 * std::pow(i / (D - 1.0), 0.7 + 1.3 * ratio_0_to_1)));
       CHECK(m[Time::time_first + i] == doctest::Approx(std::log(0.3) + 0.5 * ((i + 1) % 3 - 1)));
       CHECK(m[Time::time_mix_k + i] == doctest::Approx(std::pow(x, ratio_1_to_almost0)));
-      CHECK(m[Time::time_mix_v + i] == doctest::Approx(std::pow(x, ratio_1_to_almost0) + 0.3 * ratio_0_to_1));
+      CHECK(m[Time::time_mix_v + i] ==
+            doctest::Approx(std::pow(x, ratio_1_to_almost0) + 0.3 * ratio_0_to_1));
       CHECK(m[Time::time_mix_r + i] == doctest::Approx(std::pow(x, 0.5 * ratio_1_to_almost0)));
     }
     // The decay rates run from e^-5 (channel 0) to e^3 (last channel).
@@ -220,7 +229,8 @@ TEST_CASE("Rwkv, RwkvChannelMix: RWKV-LM v4neo init") {
     }
     const double* value = m + Time::value_weight;
     CHECK(std::any_of(value, value + D * D, [](double v) { return v != 0.0; }));
-    CHECK(std::all_of(value, value + D * D, [](double v) { return std::abs(v) <= 1 / std::sqrt(double(D)); }));
+    CHECK(std::all_of(value, value + D * D,
+                      [](double v) { return std::abs(v) <= 1 / std::sqrt(double(D)); }));
   }
 
   using ChannelNet = emergent::Model<RwkvChannelMix, kShape, double>;
@@ -253,5 +263,6 @@ TEST_CASE("Rwkv, RwkvChannelMix: RWKV-LM v4neo init") {
 TEST_CASE("RWKV-4 block: Model<Rwkv, S, double, RwkvChannelMix> gradients by finite differences") {
   // The whole RWKV model: time mixing in the mixer slot and channel mixing in place of the MLP,
   // both initialised by their own init (through Model::init) plus the suite's noise.
-  mixer_suite::check_model_gradients<emergent::Model<Rwkv, kShape, double, emergent::RwkvChannelMix>>(2, 7);
+  mixer_suite::check_model_gradients<
+      emergent::Model<Rwkv, kShape, double, emergent::RwkvChannelMix>>(2, 7);
 }

@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/model.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,13 +13,10 @@
 #include <type_traits>
 #include <vector>
 
-#include <emergent/io/safetensors.hpp>
-#include <emergent/mixers/dot_attention.hpp>
-#include <emergent/model/model.hpp>
-
 namespace {
 
-const std::filesystem::path kGolden = std::filesystem::path(EMERGENT_SOURCE_DIR) / "tests" / "golden";
+const std::filesystem::path kGolden =
+    std::filesystem::path(EMERGENT_SOURCE_DIR) / "tests" / "golden";
 
 nlohmann::json read_case(const std::string& name) {
   std::ifstream in(kGolden / name / "case.json");
@@ -60,7 +60,12 @@ void check_against_golden(const std::string& case_name) {
   const auto targets = c["targets"].get<std::vector<std::int32_t>>();
   const auto loss_weights = c["loss_weights"].get<std::vector<float>>();
   const auto pattern = c["bias_pattern"].get<std::vector<float>>();
-  emergent::ForwardInput in{c["batch"], c["length"], tokens, targets, loss_weights, pattern,
+  emergent::ForwardInput in{c["batch"],
+                            c["length"],
+                            tokens,
+                            targets,
+                            loss_weights,
+                            pattern,
                             c["bias_strength"].get<float>()};
   typename Net::Workspace ws;
   const double loss = Net::forward(params, in, ws);
@@ -70,25 +75,40 @@ void check_against_golden(const std::string& case_name) {
   const auto logits = c["logits_sample0"].get<std::vector<float>>();
   CHECK(relative_error<Real>({ws.logits, std::size_t(T * V)}, logits) < tolerance);
   const auto attention = c["attention_layer0_sample0"].get<std::vector<float>>();
-  CHECK(relative_error<Real>({ws.layers[0].mixer.att, std::size_t(H * T * T)}, attention) < tolerance);
+  CHECK(relative_error<Real>({ws.layers[0].mixer.att, std::size_t(H * T * T)}, attention) <
+        tolerance);
 
   Net::backward(params, grads, ws);
   for (const auto& t : Net::tensors()) {
     CAPTURE(t.name);
     const std::vector<float> expected = expected_grads.read_f32(t.name);
-    CHECK(relative_error<Real>(std::span<const Real>(grads).subspan(t.offset, t.size), expected) < tolerance);
+    CHECK(relative_error<Real>(std::span<const Real>(grads).subspan(t.offset, t.size), expected) <
+          tolerance);
   }
 }
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("fast CPU model matches PyTorch golden fixtures: loss, logits, attention, gradients",
-                   Real, float, double) {
+TEST_CASE_TEMPLATE(
+    "fast CPU model matches PyTorch golden fixtures: loss, logits, attention, gradients", Real,
+    float, double) {
   using emergent::DotAttention;
   using emergent::Model;
   using emergent::Shape;
-  check_against_golden<Model<DotAttention, Shape{.vocab = 3, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 20, .max_len = 9}, Real>>("tiny");
-  check_against_golden<Model<DotAttention, Shape{.vocab = 5, .d_model = 6, .heads = 6, .layers = 1, .d_ff = 10, .max_len = 8}, Real>>("one_dim_heads");
-  check_against_golden<Model<DotAttention, Shape{.vocab = 2, .d_model = 8, .heads = 1, .layers = 1, .d_ff = 16, .max_len = 16}, Real>>("single_head_no_bias");
-  check_against_golden<Model<DotAttention, Shape{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 31}, Real>>("linear_map_like");
+  check_against_golden<Model<
+      DotAttention,
+      Shape{.vocab = 3, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 20, .max_len = 9}, Real>>(
+      "tiny");
+  check_against_golden<Model<
+      DotAttention,
+      Shape{.vocab = 5, .d_model = 6, .heads = 6, .layers = 1, .d_ff = 10, .max_len = 8}, Real>>(
+      "one_dim_heads");
+  check_against_golden<Model<
+      DotAttention,
+      Shape{.vocab = 2, .d_model = 8, .heads = 1, .layers = 1, .d_ff = 16, .max_len = 16}, Real>>(
+      "single_head_no_bias");
+  check_against_golden<Model<
+      DotAttention,
+      Shape{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 31}, Real>>(
+      "linear_map_like");
 }

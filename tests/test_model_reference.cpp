@@ -9,17 +9,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <emergent/core/parallel.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/model.hpp>
+#include <emergent/reference/transformer.hpp>
 #include <random>
 #include <set>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <emergent/core/parallel.hpp>
-#include <emergent/mixers/dot_attention.hpp>
-#include <emergent/model/model.hpp>
-#include <emergent/reference/transformer.hpp>
 
 #include "mixer_suite.hpp"
 
@@ -38,7 +37,8 @@ template <class Net>
 ref::Parameters random_reference_parameters(std::uint64_t seed) {
   constexpr Shape s = Net::shape;
   std::mt19937_64 rng(seed);
-  ref::Parameters p = ref::random_parameters(s.vocab, s.d_model, s.heads, s.layers, s.d_ff, s.max_len, rng, 0.5);
+  ref::Parameters p =
+      ref::random_parameters(s.vocab, s.d_model, s.heads, s.layers, s.d_ff, s.max_len, rng, 0.5);
   if constexpr (std::is_same_v<typename Net::Real, float>)
     for (auto& [name, m] : p.tensors) m = m.template cast<float>().template cast<double>();
   return p;
@@ -151,13 +151,14 @@ void check_against_reference(int B, int T, float bias, std::uint64_t seed) {
   }
   ref::Parameters ref_grads;
   std::vector<ref::Matrix> ref_attention;
-  const double ref_loss = ref::transformer_loss_and_gradients(p, s.heads, batch.tokens, batch.targets, B, T,
-                                                              batch.weights, pattern, double(bias),
-                                                              &ref_grads, &ref_attention);
+  const double ref_loss = ref::transformer_loss_and_gradients(
+      p, s.heads, batch.tokens, batch.targets, B, T, batch.weights, pattern, double(bias),
+      &ref_grads, &ref_attention);
 
   // fast model (the pattern is passed even with bias 0: strength 0 must mean no bias)
   typename Net::Workspace ws;
-  const emergent::ForwardInput in{B, T, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, bias};
+  const emergent::ForwardInput in{
+      B, T, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, bias};
   const double loss = Net::forward(params, in, ws);
   CHECK(std::isfinite(loss));
   CHECK(std::abs(loss - ref_loss) <= tolerance * std::abs(ref_loss));
@@ -175,7 +176,8 @@ void check_against_reference(int B, int T, float bias, std::uint64_t seed) {
         const ref::Matrix& m = ref_attention[static_cast<std::size_t>((l * B + b) * H + h)];
         REQUIRE(m.rows() == T);
         REQUIRE(m.cols() == T);
-        std::copy(m.data(), m.data() + T * T, expected.begin() + static_cast<std::ptrdiff_t>((b * H + h) * T * T));
+        std::copy(m.data(), m.data() + T * T,
+                  expected.begin() + static_cast<std::ptrdiff_t>((b * H + h) * T * T));
       }
     const std::span<const Real> att(ws.layers[l].mixer.att, count);
     const double att_err = relative_error<Real, double>(att, expected);
@@ -184,7 +186,8 @@ void check_against_reference(int B, int T, float bias, std::uint64_t seed) {
     bool causal = true;
     for (int bh = 0; bh < B * H; ++bh)
       for (int i = 0; i < T; ++i)
-        for (int j = i + 1; j < T; ++j) causal = causal && att[static_cast<std::size_t>((bh * T + i) * T + j)] == Real(0);
+        for (int j = i + 1; j < T; ++j)
+          causal = causal && att[static_cast<std::size_t>((bh * T + i) * T + j)] == Real(0);
     CHECK(causal);
   }
 
@@ -195,8 +198,9 @@ void check_against_reference(int B, int T, float bias, std::uint64_t seed) {
     CAPTURE(t.name);
     const ref::Matrix& g = ref_grads[t.name];
     REQUIRE(static_cast<std::size_t>(g.size()) == t.size);
-    const double err = relative_error<Real, double>(std::span<const Real>(grads).subspan(t.offset, t.size),
-                                                    std::span<const double>(g.data(), t.size));
+    const double err =
+        relative_error<Real, double>(std::span<const Real>(grads).subspan(t.offset, t.size),
+                                     std::span<const double>(g.data(), t.size));
     CAPTURE(err);
     CHECK(err < tolerance);
     g_worst_error = std::max(g_worst_error, err);
@@ -215,8 +219,9 @@ void check_shape_against_reference(std::uint64_t seed) {
   for (int B : {1, 3})
     for (int T : {max_len - 3, max_len})
       for (float bias : {0.0f, 0.8f}) check_against_reference<Net>(B, T, bias, seed++ * 7919);
-  MESSAGE("reference check " << std::string(std::is_same_v<typename Net::Real, float> ? "float" : "double") << " D="
-                             << Net::D << " H=" << Net::shape.heads << " L=" << Net::L
+  MESSAGE("reference check " << std::string(std::is_same_v<typename Net::Real, float> ? "float"
+                                                                                      : "double")
+                             << " D=" << Net::D << " H=" << Net::shape.heads << " L=" << Net::L
                              << ": worst relative error " << g_worst_error);
 }
 
@@ -229,7 +234,8 @@ void check_finite_differences(int B, int T, float bias, std::uint64_t seed) {
   CAPTURE(Net::shape.layers);
   std::vector<double> params = to_flat<Net>(random_reference_parameters<Net>(seed));
   const Batch batch = random_batch(Net::V, B, T, seed + 1);
-  const emergent::ForwardInput in{B, T, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, bias};
+  const emergent::ForwardInput in{
+      B, T, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, bias};
   typename Net::Workspace ws;
   Net::forward(params, in, ws);
   std::vector<double> grads(Net::parameter_count, 0.0);
@@ -269,35 +275,46 @@ void check_finite_differences(int B, int T, float bias, std::uint64_t seed) {
   MESSAGE("finite differences: " << checked << " entries, worst error / tolerance = " << worst);
 }
 
-constexpr Shape kTinyHeads{.vocab = 3, .d_model = 6, .heads = 6, .layers = 2, .d_ff = 7, .max_len = 9};
-constexpr Shape kOneHead{.vocab = 5, .d_model = 12, .heads = 1, .layers = 1, .d_ff = 5, .max_len = 7};
-constexpr Shape kThreeLayers{.vocab = 2, .d_model = 8, .heads = 4, .layers = 3, .d_ff = 16, .max_len = 12};
-constexpr Shape kHeadsEqualWidth{.vocab = 4, .d_model = 16, .heads = 16, .layers = 1, .d_ff = 8, .max_len = 10};
+constexpr Shape kTinyHeads{
+    .vocab = 3, .d_model = 6, .heads = 6, .layers = 2, .d_ff = 7, .max_len = 9};
+constexpr Shape kOneHead{
+    .vocab = 5, .d_model = 12, .heads = 1, .layers = 1, .d_ff = 5, .max_len = 7};
+constexpr Shape kThreeLayers{
+    .vocab = 2, .d_model = 8, .heads = 4, .layers = 3, .d_ff = 16, .max_len = 12};
+constexpr Shape kHeadsEqualWidth{
+    .vocab = 4, .d_model = 16, .heads = 16, .layers = 1, .d_ff = 8, .max_len = 10};
 // Attention has a direct path up to T = 64 and a blocked GEMM path (128-query blocks) beyond:
 // T = 64 and 67 sit on either side of the switch, T = 297 and 300 span three query blocks.
-constexpr Shape kPathSwitch{.vocab = 3, .d_model = 8, .heads = 2, .layers = 1, .d_ff = 8, .max_len = 67};
-constexpr Shape kLongSequence{.vocab = 3, .d_model = 8, .heads = 2, .layers = 2, .d_ff = 8, .max_len = 300};
+constexpr Shape kPathSwitch{
+    .vocab = 3, .d_model = 8, .heads = 2, .layers = 1, .d_ff = 8, .max_len = 67};
+constexpr Shape kLongSequence{
+    .vocab = 3, .d_model = 8, .heads = 2, .layers = 2, .d_ff = 8, .max_len = 300};
 // The cellular automaton's depth: 4 layers, vocab 4 (colours), a sequence of several states.
-constexpr Shape kFourLayers{.vocab = 4, .d_model = 8, .heads = 2, .layers = 4, .d_ff = 12, .max_len = 24};
+constexpr Shape kFourLayers{
+    .vocab = 4, .d_model = 8, .heads = 2, .layers = 4, .d_ff = 12, .max_len = 24};
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("fast model matches the Eigen reference: loss, attention, every gradient", Real, float, double) {
+TEST_CASE_TEMPLATE("fast model matches the Eigen reference: loss, attention, every gradient", Real,
+                   float, double) {
   check_shape_against_reference<Model<DotAttention, kTinyHeads, Real>>(11);
   check_shape_against_reference<Model<DotAttention, kOneHead, Real>>(23);
   check_shape_against_reference<Model<DotAttention, kThreeLayers, Real>>(37);
 }
 
-TEST_CASE_TEMPLATE("heads == d_model (d_head 1, 16 heads) matches the reference", Real, float, double) {
+TEST_CASE_TEMPLATE("heads == d_model (d_head 1, 16 heads) matches the reference", Real, float,
+                   double) {
   check_shape_against_reference<Model<DotAttention, kHeadsEqualWidth, Real>>(41);
 }
 
-TEST_CASE_TEMPLATE("long sequences (blocked attention path) match the reference", Real, float, double) {
+TEST_CASE_TEMPLATE("long sequences (blocked attention path) match the reference", Real, float,
+                   double) {
   check_shape_against_reference<Model<DotAttention, kPathSwitch, Real>>(43);
   check_shape_against_reference<Model<DotAttention, kLongSequence, Real>>(47);
 }
 
-TEST_CASE_TEMPLATE("4-layer model (the cellular automaton's depth) matches the reference", Real, float, double) {
+TEST_CASE_TEMPLATE("4-layer model (the cellular automaton's depth) matches the reference", Real,
+                   float, double) {
   check_shape_against_reference<Model<DotAttention, kFourLayers, Real>>(53);
 }
 
@@ -314,11 +331,13 @@ TEST_CASE("fast double model: gradients match central finite differences for eve
   emergent::set_thread_count(saved_threads);
 }
 
-TEST_CASE_TEMPLATE("backward accumulates: two backward passes give twice the gradient", Real, float, double) {
+TEST_CASE_TEMPLATE("backward accumulates: two backward passes give twice the gradient", Real, float,
+                   double) {
   using Net = Model<DotAttention, kThreeLayers, Real>;
   const std::vector<Real> params = to_flat<Net>(random_reference_parameters<Net>(5));
   const Batch batch = random_batch(Net::V, 3, 10, 6);
-  const emergent::ForwardInput in{3, 10, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, 0.8f};
+  const emergent::ForwardInput in{
+      3, 10, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, 0.8f};
   typename Net::Workspace ws;
   Net::forward(params, in, ws);
   std::vector<Real> once(Net::parameter_count, Real(0)), acc(Net::parameter_count, Real(0));
@@ -331,7 +350,8 @@ TEST_CASE_TEMPLATE("backward accumulates: two backward passes give twice the gra
       CAPTURE(t.name);
       std::vector<double> expected(t.size);
       for (std::size_t i = 0; i < t.size; ++i) expected[i] = factor * double(once[t.offset + i]);
-      CHECK(relative_error<Real, double>(std::span<const Real>(acc).subspan(t.offset, t.size), expected) < tolerance);
+      CHECK(relative_error<Real, double>(std::span<const Real>(acc).subspan(t.offset, t.size),
+                                         expected) < tolerance);
     }
     for (std::size_t i = 0; i < acc.size(); ++i)
       if (padding[i]) REQUIRE(acc[i] == Real(0));
@@ -362,19 +382,24 @@ TEST_CASE("flat buffer layout: tensors aligned, padding exists and stays zero in
   Net::init(params, 3);
   const Batch batch = random_batch(Net::V, 2, 9, 4);
   typename Net::Workspace ws;
-  Net::forward(params, {2, 9, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, 0.8f}, ws);
+  Net::forward(params,
+               {2, 9, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, 0.8f}, ws);
   Net::backward(params, grads, ws);
   for (std::size_t i = 0; i < grads.size(); ++i)
     if (padding[i]) REQUIRE(grads[i] == 0.0f);
 }
 
-TEST_CASE("Model::init: deterministic per seed, seed-dependent, PyTorch default statistics, zero padding") {
+TEST_CASE(
+    "Model::init: deterministic per seed, seed-dependent, PyTorch default statistics, zero "
+    "padding") {
   // docs/model.md: Linear weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (a bias takes
   // the fan-in of its weight), head likewise, embeddings ~ N(0, 1), LayerNorm weight 1, bias 0.
   // d_ff != d_model so that mlp.proj.bias (fan-in F) and the other biases (fan-in D) differ.
-  constexpr Shape s{.vocab = 64, .d_model = 512, .heads = 8, .layers = 1, .d_ff = 1024, .max_len = 64};
+  constexpr Shape s{
+      .vocab = 64, .d_model = 512, .heads = 8, .layers = 1, .d_ff = 1024, .max_len = 64};
   using Net = Model<DotAttention, s, float>;
-  std::vector<float> a(Net::parameter_count, 5.0f), b(Net::parameter_count, -5.0f), c(Net::parameter_count);
+  std::vector<float> a(Net::parameter_count, 5.0f), b(Net::parameter_count, -5.0f),
+      c(Net::parameter_count);
   Net::init(a, 1234);
   Net::init(b, 1234);
   Net::init(c, 1235);
@@ -402,7 +427,9 @@ TEST_CASE("Model::init: deterministic per seed, seed-dependent, PyTorch default 
       expected_std = 1.0;
       kinds.insert("embedding");
     } else {
-      const int fan_in = t.name.ends_with("mlp.proj.weight") || t.name.ends_with("mlp.proj.bias") ? s.d_ff : s.d_model;
+      const int fan_in = t.name.ends_with("mlp.proj.weight") || t.name.ends_with("mlp.proj.bias")
+                             ? s.d_ff
+                             : s.d_model;
       bound = 1.0 / std::sqrt(double(fan_in));
       expected_std = bound / std::sqrt(3.0);
       kinds.insert(t.shape.size() == 2 ? "linear weight" : "linear bias");
@@ -438,6 +465,7 @@ TEST_CASE("Model::init: deterministic per seed, seed-dependent, PyTorch default 
   std::vector<double> d(NetD::parameter_count);
   NetD::init(d, 1234);
   double worst = 0;
-  for (std::size_t i = 0; i < d.size(); ++i) worst = std::max(worst, std::abs(d[i] - double(a[i])) / std::max(1.0, std::abs(d[i])));
+  for (std::size_t i = 0; i < d.size(); ++i)
+    worst = std::max(worst, std::abs(d[i] - double(a[i])) / std::max(1.0, std::abs(d[i])));
   CHECK(worst < 1e-7);
 }

@@ -15,7 +15,8 @@ using Words = std::array<std::uint32_t, 4>;
 
 TEST_CASE("philox4x32_10 matches the Random123 known-answer vectors") {
   // Evaluated at compile time too: the function is constexpr.
-  static_assert(philox4x32_10({0, 0, 0, 0}, {0, 0}) == Words{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  static_assert(philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
+                Words{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
   CHECK(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
         Words{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
   CHECK(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==

@@ -7,14 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <utility>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
-
 #include <emergent/analysis/attention_patching.hpp>
 #include <emergent/analysis/checkpoint_search.hpp>
 #include <emergent/analysis/next_token.hpp>
@@ -22,6 +14,13 @@
 #include <emergent/io/sha256.hpp>
 #include <emergent/neox/checkpoint_tensors.hpp>
 #include <emergent/neox/load_checkpoint.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -33,16 +32,20 @@ nlohmann::json manifest() {
   return nlohmann::json::parse(in);
 }
 
-std::vector<std::int32_t> prompt_tokens(const nlohmann::json& m, const std::string& folder, std::size_t index) {
+std::vector<std::int32_t> prompt_tokens(const nlohmann::json& m, const std::string& folder,
+                                        std::size_t index) {
   for (const auto& c : m["cases"])
-    if (c["folder"] == folder) return c["prompts"][index]["tokens"].get<std::vector<std::int32_t>>();
+    if (c["folder"] == folder)
+      return c["prompts"][index]["tokens"].get<std::vector<std::int32_t>>();
   FAIL("no case for folder " << folder);
   return {};
 }
 
 }  // namespace
 
-TEST_CASE("patch_attention_heads: per-head patched probabilities match transformers; top K recovers its share") {
+TEST_CASE(
+    "patch_attention_heads: per-head patched probabilities match transformers; top K recovers its "
+    "share") {
   const nlohmann::json m = manifest();
   REQUIRE(!m["patching"].empty());
   for (const auto& p : m["patching"]) {
@@ -52,7 +55,8 @@ TEST_CASE("patch_attention_heads: per-head patched probabilities match transform
     const std::int32_t target = p["target"];
     const int H = pre.network->heads();
     for (int k : {1, 3}) {
-      const emergent::PatchingResult r = emergent::patch_attention_heads(*pre.network, *post.network, tokens, target, k);
+      const emergent::PatchingResult r =
+          emergent::patch_attention_heads(*pre.network, *post.network, tokens, target, k);
       CHECK(r.p_pre == doctest::Approx(p["p_pre"].get<double>()).epsilon(1e-4));
       CHECK(r.p_post == doctest::Approx(p["p_post"].get<double>()).epsilon(1e-4));
       REQUIRE(r.heads.size() == static_cast<std::size_t>(pre.network->layers() * H));
@@ -60,7 +64,8 @@ TEST_CASE("patch_attention_heads: per-head patched probabilities match transform
         const auto& h = r.heads[i];
         CAPTURE(h.layer);
         CAPTURE(h.head);
-        CHECK(h.p_patched == doctest::Approx(p["p_patched"][h.layer][h.head].get<double>()).epsilon(1e-4));
+        CHECK(h.p_patched ==
+              doctest::Approx(p["p_patched"][h.layer][h.head].get<double>()).epsilon(1e-4));
         CHECK(h.delta_p == doctest::Approx(h.p_patched - r.p_pre));
         if (i > 0) CHECK(r.heads[i - 1].delta_p >= h.delta_p);
       }
@@ -68,7 +73,8 @@ TEST_CASE("patch_attention_heads: per-head patched probabilities match transform
       CHECK(r.recovered_share == doctest::Approx((r.p_top_k - r.p_pre) / (r.p_post - r.p_pre)));
     }
     // Patching a model with itself moves nothing.
-    const auto same = emergent::patch_attention_heads(*pre.network, *pre.network, tokens, target, 2);
+    const auto same =
+        emergent::patch_attention_heads(*pre.network, *pre.network, tokens, target, 2);
     for (const auto& h : same.heads) CHECK(std::abs(h.delta_p) < 1e-6);
     CHECK(same.recovered_share == 0.0);
   }
@@ -88,7 +94,8 @@ TEST_CASE("find_emergence on a self-made checkpoint suite whose answer flips at 
   const int V = config.vocab_size, D = config.hidden_size;
   REQUIRE(logits[static_cast<std::size_t>(prompt.size() - 1) * V + greedy] > 0.5f);
 
-  const std::vector<std::int64_t> steps = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000, 3000, 4000, 5000};
+  const std::vector<std::int64_t> steps = {0,   1,   2,   4,    8,    16,   32,   64,
+                                           128, 256, 512, 1000, 2000, 3000, 4000, 5000};
   const std::int64_t flip_step = 2000;
   const fs::path suite = fs::temp_directory_path() / "emergent_flip_suite";
   fs::remove_all(suite);
@@ -97,7 +104,8 @@ TEST_CASE("find_emergence on a self-made checkpoint suite whose answer flips at 
     const double f = step >= flip_step ? 1.05 + 1e-4 * double(step) : 0.5 + 1e-4 * double(step);
     std::span<float> head = loaded.network->parameter("embed_out.weight");
     for (int d = 0; d < D; ++d)
-      head[static_cast<std::size_t>(target) * D + d] = float(f) * head[static_cast<std::size_t>(greedy) * D + d];
+      head[static_cast<std::size_t>(target) * D + d] =
+          float(f) * head[static_cast<std::size_t>(greedy) * D + d];
     const fs::path folder = suite / ("step" + std::to_string(step));
     fs::create_directories(folder);
     fs::copy_file(source / "config.json", folder / "config.json");
@@ -114,10 +122,12 @@ TEST_CASE("find_emergence on a self-made checkpoint suite whose answer flips at 
     ++loads;
     const auto c = emergent::neox::load_checkpoint(checkpoints[i].folder);
     std::ifstream file(checkpoints[i].folder / "model.safetensors", std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const std::string bytes((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
     CHECK(c.sha256 == emergent::sha256_hex(std::string_view(bytes)));
     const emergent::NextTokenPrediction p = emergent::predict_next(*c.network, prompt, target);
-    return emergent::CheckpointEvaluation{checkpoints[i].step, c.sha256, p.p_target, p.greedy, p.solved};
+    return emergent::CheckpointEvaluation{checkpoints[i].step, c.sha256, p.p_target, p.greedy,
+                                          p.solved};
   });
   CHECK(r.outcome == "emerged");
   CHECK(*r.first_solving_step == flip_step);

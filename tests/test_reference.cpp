@@ -181,8 +181,10 @@ TEST_CASE("reference dot attention: causal softmax rows, bias concentrates atten
     for (Index i = 0; i < T; ++i) {
       CHECK(att.row(i).sum() == doctest::Approx(1.0).epsilon(1e-14));
       for (Index j = 0; j < T; ++j) {
-        if (j > i) CHECK(att(i, j) == 0.0);
-        else CHECK(att(i, j) > 0.0);
+        if (j > i)
+          CHECK(att(i, j) == 0.0);
+        else
+          CHECK(att(i, j) > 0.0);
       }
     }
   }
@@ -261,7 +263,8 @@ TEST_CASE("reference transformer: every parameter entry against finite differenc
     const Parameters once = grads;
     transformer_loss_and_gradients(p, heads, tokens, targets, B, T, weights, pattern, c, &grads,
                                    nullptr);
-    for (const auto& [name, g] : once.tensors) CHECK((grads[name] - 2 * g).norm() <= 1e-12 * (1 + g.norm()));
+    for (const auto& [name, g] : once.tensors)
+      CHECK((grads[name] - 2 * g).norm() <= 1e-12 * (1 + g.norm()));
   }
 }
 
@@ -269,7 +272,8 @@ TEST_CASE("reference transformer: names, shapes and errors") {
   std::mt19937_64 rng(9);
   const Parameters p = random_parameters(3, 6, 3, 2, 7, 7, rng, 0.02);
   const emergent::Shape s = infer_shape(p, 3);
-  CHECK(s == emergent::Shape{.vocab = 3, .d_model = 6, .heads = 3, .layers = 2, .d_ff = 7, .max_len = 7});
+  CHECK(s == emergent::Shape{
+                 .vocab = 3, .d_model = 6, .heads = 3, .layers = 2, .d_ff = 7, .max_len = 7});
   CHECK(p["layers.1.mixer.qkv.weight"].rows() == 18);
   CHECK(p["layers.1.mixer.qkv.bias"].rows() == 1);
   CHECK(p["layers.1.mixer.qkv.bias"].cols() == 18);

@@ -1,15 +1,13 @@
 // Tests of io/safetensors.hpp: round trips, fp16/bf16 conversions, hand-written files, and every
 // kind of truncated or hostile input (each must throw emergent::Error naming file and tensor).
 #include <doctest/doctest.h>
-
-#include <emergent/io/safetensors.hpp>
-
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <emergent/io/safetensors.hpp>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -25,8 +23,8 @@ struct TempDir {
   fs::path dir;
   TempDir() {
     static std::atomic<int> counter{0};
-    dir = fs::temp_directory_path() /
-          ("emergent_safetensors_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    dir = fs::temp_directory_path() / ("emergent_safetensors_test_" + std::to_string(::getpid()) +
+                                       "_" + std::to_string(counter++));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }
@@ -49,7 +47,8 @@ std::string read_bytes(const fs::path& p) {
 
 std::string u64_le(std::uint64_t n) {
   std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    s[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return s;
 }
 
@@ -80,19 +79,22 @@ std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
 TEST_CASE("safetensors: round trip keeps bits, shapes, order and metadata") {
   TempDir tmp;
   const fs::path p = tmp / "model.safetensors";
-  std::vector<float> a = {1.0f, -2.5f, 3.25f, std::numeric_limits<float>::denorm_min(), -0.0f, 1e30f};
+  std::vector<float> a = {1.0f,  -2.5f, 3.25f, std::numeric_limits<float>::denorm_min(),
+                          -0.0f, 1e30f};
   std::vector<float> scalar = {42.0f};
   std::vector<float> empty;
   std::vector<float> halfs = {1.0f, -2.0f, 65504.0f, 0.5f, std::ldexp(1.0f, -24), 0.0f};
   std::vector<float> bfs = {1.0f, -2.0f, 3.0f, 0.15625f};
-  std::vector<float> nonfinite = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  std::vector<float> nonfinite = {std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity(),
                                   std::numeric_limits<float>::quiet_NaN()};
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   std::vector<float> big(1000);
   for (auto& v : big) v = normal(rng);
 
-  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", "100"}, {"note", "a \"quoted\" \n line"}};
+  const std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"step", "100"}, {"note", "a \"quoted\" \n line"}};
   emergent::write_safetensors(p,
                               {{"z.first", {2, 3}, a},
                                {"scalar", {}, scalar},
@@ -111,7 +113,8 @@ TEST_CASE("safetensors: round trip keeps bits, shapes, order and metadata") {
 
   emergent::SafetensorsFile f(p);
   CHECK(f.path() == p);
-  CHECK(f.names() == std::vector<std::string>{"z.first", "scalar", "empty", "half", "brain", "a.nonfinite", "big"});
+  CHECK(f.names() == std::vector<std::string>{"z.first", "scalar", "empty", "half", "brain",
+                                              "a.nonfinite", "big"});
   CHECK(f.size() == 7);
   CHECK(f.metadata() == meta);
   CHECK(f.contains("half"));
@@ -167,9 +170,9 @@ TEST_CASE("safetensors: f16 conversions against known bit patterns") {
   CHECK(f16_to_f32(0x3c00) == 1.0f);
   CHECK(f16_to_f32(0xc000) == -2.0f);
   CHECK(f16_to_f32(0x7bff) == 65504.0f);
-  CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));            // smallest subnormal
   CHECK(f16_to_f32(0x03ff) == 1023.0f * std::ldexp(1.0f, -24));  // largest subnormal
-  CHECK(f16_to_f32(0x0400) == std::ldexp(1.0f, -14));  // smallest normal
+  CHECK(f16_to_f32(0x0400) == std::ldexp(1.0f, -14));            // smallest normal
   CHECK(f16_to_f32(0x8001) == -std::ldexp(1.0f, -24));
   CHECK(f16_to_f32(0x3555) == 0.333251953125f);
   CHECK(bits(f16_to_f32(0x0000)) == 0x00000000u);
@@ -189,9 +192,9 @@ TEST_CASE("safetensors: f16 conversions against known bit patterns") {
   CHECK(f32_to_f16(-1e10f) == 0xfc00);
   CHECK(f32_to_f16(std::numeric_limits<float>::infinity()) == 0x7c00);
   CHECK(f32_to_f16(std::ldexp(1.0f, -24)) == 0x0001);
-  CHECK(f32_to_f16(std::ldexp(1.0f, -25)) == 0x0000);         // tie -> even (0)
-  CHECK(f32_to_f16(std::ldexp(1.5f, -25)) == 0x0001);         // above the tie
-  CHECK(f32_to_f16(std::ldexp(3.0f, -25)) == 0x0002);         // 1.5 ulp tie -> even (2)
+  CHECK(f32_to_f16(std::ldexp(1.0f, -25)) == 0x0000);  // tie -> even (0)
+  CHECK(f32_to_f16(std::ldexp(1.5f, -25)) == 0x0001);  // above the tie
+  CHECK(f32_to_f16(std::ldexp(3.0f, -25)) == 0x0002);  // 1.5 ulp tie -> even (2)
   CHECK(f32_to_f16(std::ldexp(1.0f, -14)) == 0x0400);
   CHECK(f32_to_f16(std::ldexp(1023.5f, -24)) == 0x0400);      // rounds up into the normals
   CHECK(f32_to_f16(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // tie -> even
@@ -226,7 +229,8 @@ TEST_CASE("safetensors: f16 conversions against known bit patterns") {
     const double got = f16_to_f32(h);
     // Neighbours of h toward zero / away from zero.
     const double err = std::fabs(got - static_cast<double>(x));
-    const std::uint16_t up = static_cast<std::uint16_t>(h + 1), down = static_cast<std::uint16_t>(h - 1);
+    const std::uint16_t up = static_cast<std::uint16_t>(h + 1),
+                        down = static_cast<std::uint16_t>(h - 1);
     const bool up_ok = (h & 0x7fff) < 0x7bff;
     const bool down_ok = (h & 0x7fff) > 0;
     if (up_ok && std::fabs(f16_to_f32(up) - static_cast<double>(x)) < err) ++wrong;
@@ -251,7 +255,8 @@ TEST_CASE("safetensors: f16 conversions against known bit patterns") {
 #endif
 
   const std::vector<std::uint16_t> hs = {0x3c00, 0xc000, 0x7bff};
-  CHECK(emergent::f16_to_f32(std::span<const std::uint16_t>(hs)) == std::vector<float>{1.0f, -2.0f, 65504.0f});
+  CHECK(emergent::f16_to_f32(std::span<const std::uint16_t>(hs)) ==
+        std::vector<float>{1.0f, -2.0f, 65504.0f});
   const std::vector<float> fs3 = {1.0f, -2.0f, 65504.0f};
   CHECK(emergent::f32_to_f16(std::span<const float>(fs3)) == hs);
 }
@@ -274,7 +279,8 @@ TEST_CASE("safetensors: bf16 conversions against known bit patterns") {
   CHECK(f32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 0x3f81);
   CHECK(f32_to_bf16(std::numeric_limits<float>::max()) == 0x7f80);  // rounds to inf
   CHECK(f32_to_bf16(std::numeric_limits<float>::infinity()) == 0x7f80);
-  const std::uint16_t nan = f32_to_bf16(std::bit_cast<float>(0x7f800001u));  // payload only in low bits
+  const std::uint16_t nan =
+      f32_to_bf16(std::bit_cast<float>(0x7f800001u));  // payload only in low bits
   CHECK(std::isnan(bf16_to_f32(nan)));
   for (std::uint32_t b = 0; b < 0x10000; ++b) {
     const auto b16 = static_cast<std::uint16_t>(b);
@@ -289,7 +295,8 @@ TEST_CASE("safetensors: hand-written F16, BF16, F64 and I32 files") {
   TempDir tmp;
   const fs::path p = tmp / "hand.safetensors";
   // 1.0, -2.0, 65504, 2^-24 as little-endian halfs; then 1.0, -2.0 as bf16; then F64 0.5; I32 7.
-  std::string data = std::string("\x00\x3c\x00\xc0\xff\x7b\x01\x00", 8) + std::string("\x80\x3f\x00\xc0", 4);
+  std::string data =
+      std::string("\x00\x3c\x00\xc0\xff\x7b\x01\x00", 8) + std::string("\x80\x3f\x00\xc0", 4);
   double half = 0.5;
   data += std::string(reinterpret_cast<const char*>(&half), 8);
   data += std::string("\x07\x00\x00\x00", 4);
@@ -392,7 +399,8 @@ TEST_CASE("safetensors: hostile headers throw emergent::Error naming file, tenso
     has(m, "truncated header");
   }
   SUBCASE("header length 2^63 and 2^64-1") {
-    has(open_error(tmp, "huge.safetensors", u64_le(std::uint64_t{1} << 63) + "{}"), "huge.safetensors");
+    has(open_error(tmp, "huge.safetensors", u64_le(std::uint64_t{1} << 63) + "{}"),
+        "huge.safetensors");
     has(open_error(tmp, "huge2.safetensors", u64_le(~std::uint64_t{0}) + "{}"), "exceeds");
   }
   SUBCASE("header length over the 100 MB limit (sparse file)") {
@@ -416,7 +424,8 @@ TEST_CASE("safetensors: hostile headers throw emergent::Error naming file, tenso
     has(m2, "array.safetensors");
     has(m2, "not a JSON object");
     has(open_error(tmp, "utf8.safetensors", make_file("{\"\xff\xfe\":{}}", "")), "not valid JSON");
-    has(open_error(tmp, "nul.safetensors", make_file(std::string("{}\0", 3), "")), "not valid JSON");
+    has(open_error(tmp, "nul.safetensors", make_file(std::string("{}\0", 3), "")),
+        "not valid JSON");
   }
   SUBCASE("deep nesting") {
     const std::string deep = "{\"x\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
@@ -424,31 +433,37 @@ TEST_CASE("safetensors: hostile headers throw emergent::Error naming file, tenso
   }
   SUBCASE("duplicate keys") {
     const std::string e = "{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}";
-    const std::string m = open_error(tmp, "dup.safetensors", make_file("{\"w\":" + e + ",\"w\":" + e + "}", "x"));
+    const std::string m =
+        open_error(tmp, "dup.safetensors", make_file("{\"w\":" + e + ",\"w\":" + e + "}", "x"));
     has(m, "dup.safetensors");
     has(m, "duplicate key 'w'");
     const std::string m2 = open_error(
         tmp, "dup2.safetensors",
-        make_file("{\"w\":{\"dtype\":\"U8\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x"));
+        make_file(
+            "{\"w\":{\"dtype\":\"U8\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+            "x"));
     has(m2, "duplicate key 'dtype'");
   }
   SUBCASE("offsets out of bounds") {
     const std::string m = open_error(
         tmp, "oob.safetensors",
-        make_file(entry("layers.0.w", "\"dtype\":\"F32\",\"shape\":[4,5],\"data_offsets\":[0,80]"), f80.substr(0, 40)));
+        make_file(entry("layers.0.w", "\"dtype\":\"F32\",\"shape\":[4,5],\"data_offsets\":[0,80]"),
+                  f80.substr(0, 40)));
     has(m, "oob.safetensors");
     has(m, "tensor 'layers.0.w'");
     has(m, "data_offsets [0, 80] out of bounds");
     const std::string m2 = open_error(
         tmp, "oob2.safetensors",
-        make_file(entry("w", "\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[18446744073709551615,"
-                             "18446744073709551615]"),
+        make_file(entry("w",
+                        "\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[18446744073709551615,"
+                        "18446744073709551615]"),
                   ""));
     has(m2, "out of bounds");
   }
   SUBCASE("begin > end") {
     const std::string m = open_error(
-        tmp, "rev.safetensors", make_file(entry("w", "\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[2,1]"), "abc"));
+        tmp, "rev.safetensors",
+        make_file(entry("w", "\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[2,1]"), "abc"));
     has(m, "tensor 'w'");
     has(m, "begin > end");
   }
@@ -456,7 +471,8 @@ TEST_CASE("safetensors: hostile headers throw emergent::Error naming file, tenso
     const std::string h =
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
         "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}";
-    const std::string m = open_error(tmp, "overlap.safetensors", make_file(h, std::string(24, '\0')));
+    const std::string m =
+        open_error(tmp, "overlap.safetensors", make_file(h, std::string(24, '\0')));
     has(m, "overlap.safetensors");
     has(m, "tensor 'b'");
     has(m, "overlaps tensor 'a'");
@@ -472,47 +488,69 @@ TEST_CASE("safetensors: hostile headers throw emergent::Error naming file, tenso
     has(open_error(tmp, "overlap3.safetensors", make_file(h3, std::string(16, '\0'))), "overlaps");
   }
   SUBCASE("offsets do not match dtype x shape") {
-    const std::string m = open_error(
-        tmp, "model.safetensors",
-        make_file(entry("layers.0.mlp.fc.weight", "\"dtype\":\"F32\",\"shape\":[4,5],\"data_offsets\":[0,96]"),
-                  std::string(96, '\0')));
+    const std::string m =
+        open_error(tmp, "model.safetensors",
+                   make_file(entry("layers.0.mlp.fc.weight",
+                                   "\"dtype\":\"F32\",\"shape\":[4,5],\"data_offsets\":[0,96]"),
+                             std::string(96, '\0')));
     has(m, (tmp / "model.safetensors").string() +
-               ": tensor 'layers.0.mlp.fc.weight': data_offsets [0, 96] do not match dtype F32 x shape [4, 5] = 80 bytes");
+               ": tensor 'layers.0.mlp.fc.weight': data_offsets [0, 96] do not match dtype F32 x "
+               "shape [4, 5] = 80 bytes");
   }
   SUBCASE("negative, fractional, huge and non-numeric dims") {
     const std::string m = open_error(
-        tmp, "neg.safetensors", make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[4,-5],\"data_offsets\":[0,0]"), ""));
+        tmp, "neg.safetensors",
+        make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[4,-5],\"data_offsets\":[0,0]"), ""));
     has(m, "neg.safetensors");
     has(m, "tensor 'w'");
     has(m, "shape[1] = -5");
-    has(open_error(tmp, "frac.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,0]"), "")),
+    has(open_error(
+            tmp, "frac.safetensors",
+            make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,0]"), "")),
         "shape[0] = 2.5");
-    has(open_error(tmp, "u64dim.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[18446744073709551615],\"data_offsets\":[0,0]"), "")),
+    has(open_error(
+            tmp, "u64dim.safetensors",
+            make_file(
+                entry("w",
+                      "\"dtype\":\"F32\",\"shape\":[18446744073709551615],\"data_offsets\":[0,0]"),
+                "")),
         "shape[0]");
-    has(open_error(tmp, "strdim.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[\"4\"],\"data_offsets\":[0,0]"), "")),
+    has(open_error(
+            tmp, "strdim.safetensors",
+            make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[\"4\"],\"data_offsets\":[0,0]"),
+                      "")),
         "shape[0]");
-    has(open_error(tmp, "shapeobj.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":{},\"data_offsets\":[0,0]"), "")),
+    has(open_error(
+            tmp, "shapeobj.safetensors",
+            make_file(entry("w", "\"dtype\":\"F32\",\"shape\":{},\"data_offsets\":[0,0]"), "")),
         "field 'shape' is not an array");
   }
   SUBCASE("shape product overflow") {
     const std::string m = open_error(
         tmp, "overflow.safetensors",
-        make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,2],\"data_offsets\":[0,0]"), ""));
+        make_file(
+            entry("w",
+                  "\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,2],\"data_offsets\":[0,0]"),
+            ""));
     has(m, "overflow.safetensors");
     has(m, "tensor 'w'");
     has(m, "overflow");
     // numel fits but numel * 8 does not.
-    has(open_error(tmp, "overflow2.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]"), "")),
+    has(open_error(
+            tmp, "overflow2.safetensors",
+            make_file(
+                entry("w",
+                      "\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]"),
+                "")),
         "overflow");
     // An overflowing product times a zero dimension is an empty tensor.
     const fs::path p = tmp / "zero_dim.safetensors";
-    write_bytes(p, make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,0]"),
-                             ""));
+    write_bytes(
+        p,
+        make_file(
+            entry("w",
+                  "\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,0]"),
+            ""));
     emergent::SafetensorsFile f(p);
     CHECK(f.info("w").numel == 0);
   }
@@ -520,34 +558,45 @@ TEST_CASE("safetensors: hostile headers throw emergent::Error naming file, tenso
     for (const std::string dt : {"F8_E4M3", "I16", "C64", "f32", ""}) {
       const std::string m = open_error(
           tmp, "dtype.safetensors",
-          make_file(entry("w", "\"dtype\":\"" + dt + "\",\"shape\":[1],\"data_offsets\":[0,1]"), "abcdefgh"));
+          make_file(entry("w", "\"dtype\":\"" + dt + "\",\"shape\":[1],\"data_offsets\":[0,1]"),
+                    "abcdefgh"));
       has(m, "dtype.safetensors");
       has(m, "tensor 'w'");
       has(m, "dtype '" + dt + "' is not supported");
     }
-    has(open_error(tmp, "dtype_num.safetensors",
-                   make_file(entry("w", "\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]"), "abcd")),
+    has(open_error(
+            tmp, "dtype_num.safetensors",
+            make_file(entry("w", "\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]"), "abcd")),
         "field 'dtype' is not a string");
   }
   SUBCASE("missing fields and malformed entries") {
-    has(open_error(tmp, "m1.safetensors", make_file(entry("w", "\"shape\":[1],\"data_offsets\":[0,4]"), "abcd")),
+    has(open_error(tmp, "m1.safetensors",
+                   make_file(entry("w", "\"shape\":[1],\"data_offsets\":[0,4]"), "abcd")),
         "missing field 'dtype'");
-    has(open_error(tmp, "m2.safetensors", make_file(entry("w", "\"dtype\":\"F32\",\"data_offsets\":[0,4]"), "abcd")),
+    has(open_error(tmp, "m2.safetensors",
+                   make_file(entry("w", "\"dtype\":\"F32\",\"data_offsets\":[0,4]"), "abcd")),
         "missing field 'shape'");
-    has(open_error(tmp, "m3.safetensors", make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[1]"), "abcd")),
+    has(open_error(tmp, "m3.safetensors",
+                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[1]"), "abcd")),
         "missing field 'data_offsets'");
     has(open_error(tmp, "m4.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]"), "abcdefgh")),
+                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]"),
+                             "abcdefgh")),
         "'data_offsets' is not an array");
     has(open_error(tmp, "m5.safetensors",
-                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]"), "abcd")),
+                   make_file(entry("w", "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]"),
+                             "abcd")),
         "not non-negative integers");
-    has(open_error(tmp, "m6.safetensors", make_file("{\"w\":[1,2]}", "")), "tensor 'w': entry is not a JSON object");
+    has(open_error(tmp, "m6.safetensors", make_file("{\"w\":[1,2]}", "")),
+        "tensor 'w': entry is not a JSON object");
     has(open_error(tmp, "m7.safetensors", make_file("{\"__metadata__\":{\"a\":1}}", "")),
         "__metadata__: value of 'a' is not a string");
-    has(open_error(tmp, "m8.safetensors", make_file("{\"__metadata__\":[]}", "")), "__metadata__ is not a JSON object");
-    has(open_error(tmp, "ctl.safetensors",
-                   make_file(entry("a\\u0001b", "\"dtype\":\"X\",\"shape\":[1],\"data_offsets\":[0,4]"), "abcd")),
+    has(open_error(tmp, "m8.safetensors", make_file("{\"__metadata__\":[]}", "")),
+        "__metadata__ is not a JSON object");
+    has(open_error(
+            tmp, "ctl.safetensors",
+            make_file(entry("a\\u0001b", "\"dtype\":\"X\",\"shape\":[1],\"data_offsets\":[0,4]"),
+                      "abcd")),
         "tensor 'a\\x01b'");
   }
 }
@@ -564,10 +613,12 @@ TEST_CASE("safetensors: atomic write replaces only on success") {
   // Invalid requests throw before touching anything.
   CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {3, 2}, v2}}), emergent::Error);
   CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {-1, -4}, v2}}), emergent::Error);
-  CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {4}, v2}, {"w", {4}, v2}}), emergent::Error);
+  CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {4}, v2}, {"w", {4}, v2}}),
+                  emergent::Error);
   CHECK_THROWS_AS(emergent::write_safetensors(p, {{"__metadata__", {4}, v2}}), emergent::Error);
   CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {4}, v2, "I32"}}), emergent::Error);
-  CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {1ll << 40, 1ll << 40, 1ll << 40}, v2}}), emergent::Error);
+  CHECK_THROWS_AS(emergent::write_safetensors(p, {{"w", {1ll << 40, 1ll << 40, 1ll << 40}, v2}}),
+                  emergent::Error);
   try {
     emergent::write_safetensors(p, {{"w", {3, 2}, v2}});
   } catch (const emergent::Error& e) {
@@ -592,8 +643,9 @@ TEST_CASE("safetensors: atomic write replaces only on success") {
   CHECK_FALSE(fs::exists(tmp / "dir.safetensors.tmp"));
 
   // Unwritable location: error names the temporary path, nothing is created.
-  CHECK_THROWS_AS(emergent::write_safetensors(tmp / "no_such_dir" / "x.safetensors", {{"w", {4}, v2}}),
-                  emergent::Error);
+  CHECK_THROWS_AS(
+      emergent::write_safetensors(tmp / "no_such_dir" / "x.safetensors", {{"w", {4}, v2}}),
+      emergent::Error);
 
   // Success replaces the file; a stale .tmp from a killed run is overwritten and removed;
   // a reader that had the old file open keeps seeing the old contents.

@@ -2,13 +2,20 @@
 // data stream from the thread count, bit-identical resume (also after a simulated kill),
 // config.json protection, checkpoint and config errors, and summary.json.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <emergent/core/parallel.hpp>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/model.hpp>
+#include <emergent/tasks/linear_map.hpp>
+#include <emergent/train/checkpoint.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/trainer.hpp>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,15 +25,6 @@
 #include <string>
 #include <vector>
 
-#include <emergent/core/parallel.hpp>
-#include <emergent/io/safetensors.hpp>
-#include <emergent/mixers/dot_attention.hpp>
-#include <emergent/model/model.hpp>
-#include <emergent/tasks/linear_map.hpp>
-#include <emergent/train/checkpoint.hpp>
-#include <emergent/train/config.hpp>
-#include <emergent/train/trainer.hpp>
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -35,8 +33,12 @@ using emergent::Model;
 using emergent::Shape;
 using emergent::TrainConfig;
 
-using Net = Model<DotAttention, Shape{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
-using OtherNet = Model<DotAttention, Shape{.vocab = 2, .d_model = 8, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
+using Net =
+    Model<DotAttention,
+          Shape{.vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
+using OtherNet =
+    Model<DotAttention,
+          Shape{.vocab = 2, .d_model = 8, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
 
 // A scratch folder removed at the end of the test.
 struct TempDir {
@@ -148,7 +150,8 @@ TEST_CASE("trainer: same seed gives byte-identical checkpoints and metrics; anot
 
   const fs::path last = emergent::checkpoint_path(a.path, 40);
   REQUIRE(fs::exists(last));
-  for (std::int64_t step : {10, 20, 30, 40}) CHECK(fs::exists(emergent::checkpoint_path(a.path, step)));
+  for (std::int64_t step : {10, 20, 30, 40})
+    CHECK(fs::exists(emergent::checkpoint_path(a.path, step)));
   CHECK(read_bytes(last) == read_bytes(emergent::checkpoint_path(b.path, 40)));
 
   const auto rows_a = read_metrics(a.path), rows_b = read_metrics(b.path);
@@ -178,7 +181,8 @@ TEST_CASE("trainer: same seed gives byte-identical checkpoints and metrics; anot
   }
 
   const emergent::SafetensorsFile fa(last), fc(emergent::checkpoint_path(c.path, 40));
-  const std::vector<float> pa = fa.read_f32("layers.0.mixer.qkv.weight"), pc = fc.read_f32("layers.0.mixer.qkv.weight");
+  const std::vector<float> pa = fa.read_f32("layers.0.mixer.qkv.weight"),
+                           pc = fc.read_f32("layers.0.mixer.qkv.weight");
   REQUIRE(pa.size() == pc.size());
   std::size_t differing = 0;
   for (std::size_t i = 0; i < pa.size(); ++i) differing += pa[i] != pc[i];
@@ -219,8 +223,9 @@ TEST_CASE("data stream and forward pass do not depend on the thread count") {
   CHECK(std::abs(loss1 - loss2) <= 1e-6 * std::abs(loss1));
   const bool loss_identical = loss1 == loss2;
   const bool grads_identical = std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)) == 0;
-  MESSAGE("1 vs 2 threads: loss bit-identical = " << loss_identical << ", gradients bit-identical = " << grads_identical
-                                                 << " (|dloss| = " << std::abs(loss1 - loss2) << ")");
+  MESSAGE("1 vs 2 threads: loss bit-identical = "
+          << loss_identical << ", gradients bit-identical = " << grads_identical
+          << " (|dloss| = " << std::abs(loss1 - loss2) << ")");
 }
 
 TEST_CASE("trainer: resume continues bit-identically, also after a kill between checkpoints") {
@@ -238,19 +243,23 @@ TEST_CASE("trainer: resume continues bit-identically, also after a kill between 
     CHECK(read_metrics(b.path).size() == 20);
     const emergent::RunSummary second = train(small_config(40), b.path);
     CHECK(second.steps_done == 40);
-    check_same_tensors(emergent::checkpoint_path(a.path, 40), emergent::checkpoint_path(b.path, 40));
-    CHECK(read_bytes(emergent::checkpoint_path(a.path, 40)) == read_bytes(emergent::checkpoint_path(b.path, 40)));
+    check_same_tensors(emergent::checkpoint_path(a.path, 40),
+                       emergent::checkpoint_path(b.path, 40));
+    CHECK(read_bytes(emergent::checkpoint_path(a.path, 40)) ==
+          read_bytes(emergent::checkpoint_path(b.path, 40)));
     const auto rows_b = read_metrics(b.path);
     CHECK(steps_of(rows_b) == steps_of(rows_a));
     CHECK(rows_b == rows_a);
     // wall_s keeps growing across the resume
     const auto raw = read_metrics(b.path, false);
-    for (std::size_t i = 1; i < raw.size(); ++i) CHECK(raw[i].at("wall_s").get<double>() >= raw[i - 1].at("wall_s").get<double>());
+    for (std::size_t i = 1; i < raw.size(); ++i)
+      CHECK(raw[i].at("wall_s").get<double>() >= raw[i - 1].at("wall_s").get<double>());
     // rerunning a finished run does nothing and keeps the rows
     const emergent::RunSummary third = train(small_config(40), b.path);
     CHECK(third.steps_done == 40);
     CHECK(read_metrics(b.path) == rows_a);
-    check_same_tensors(emergent::checkpoint_path(a.path, 40), emergent::checkpoint_path(b.path, 40));
+    check_same_tensors(emergent::checkpoint_path(a.path, 40),
+                       emergent::checkpoint_path(b.path, 40));
   }
 
   {  // killed after step 30 was logged but before its checkpoint, mid-way through a metrics row
@@ -262,7 +271,8 @@ TEST_CASE("trainer: resume continues bit-identically, also after a kill between 
       out << R"({"step":30,"loss":0.69,"x1_lo)";  // no newline: the kill cut the write
     }
     train(small_config(40), k.path);
-    check_same_tensors(emergent::checkpoint_path(a.path, 40), emergent::checkpoint_path(k.path, 40));
+    check_same_tensors(emergent::checkpoint_path(a.path, 40),
+                       emergent::checkpoint_path(k.path, 40));
     const auto rows_k = read_metrics(k.path);
     CHECK(steps_of(rows_k) == steps_of(rows_a));
     CHECK(rows_k == rows_a);
@@ -294,7 +304,8 @@ TEST_CASE("trainer: a changed config in an existing run folder is refused") {
 TEST_CASE("checkpoint and config errors name the file and the field") {
   ThreadCountGuard guard;
   TempDir dir("errors");
-  std::vector<float> params(Net::parameter_count), m(Net::parameter_count, 0.0f), v(Net::parameter_count, 0.0f);
+  std::vector<float> params(Net::parameter_count), m(Net::parameter_count, 0.0f),
+      v(Net::parameter_count, 0.0f);
   Net::init(params, 1);
   const fs::path good = dir.path / "good.safetensors";
   emergent::save_checkpoint<Net>(good, params, m, v, {7, 7, "{}"});
@@ -313,7 +324,8 @@ TEST_CASE("checkpoint and config errors name the file and the field") {
     std::ofstream out(truncated, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
   }
-  const std::string truncated_message = error_of([&] { emergent::load_checkpoint<Net>(truncated, p2, m2, v2); });
+  const std::string truncated_message =
+      error_of([&] { emergent::load_checkpoint<Net>(truncated, p2, m2, v2); });
   CAPTURE(truncated_message);
   CHECK(contains(truncated_message, truncated.string()));
 
@@ -329,8 +341,10 @@ TEST_CASE("checkpoint and config errors name the file and the field") {
   }
 
   // another shape: d_model 8 instead of 16
-  std::vector<float> other(OtherNet::parameter_count), om(OtherNet::parameter_count), ov(OtherNet::parameter_count);
-  const std::string shape_message = error_of([&] { emergent::load_checkpoint<OtherNet>(good, other, om, ov); });
+  std::vector<float> other(OtherNet::parameter_count), om(OtherNet::parameter_count),
+      ov(OtherNet::parameter_count);
+  const std::string shape_message =
+      error_of([&] { emergent::load_checkpoint<OtherNet>(good, other, om, ov); });
   CAPTURE(shape_message);
   CHECK(contains(shape_message, good.string()));
   CHECK(contains(shape_message, "embed.token.weight"));
@@ -363,7 +377,8 @@ TEST_CASE("checkpoint and config errors name the file and the field") {
   nlohmann::json missing_shape = config;
   missing_shape.erase("d_ff");
   const fs::path shape_path = write_json("missing_shape.json", missing_shape);
-  const std::string shape_field_message = error_of([&] { emergent::read_train_config(shape_path); });
+  const std::string shape_field_message =
+      error_of([&] { emergent::read_train_config(shape_path); });
   CAPTURE(shape_field_message);
   CHECK(contains(shape_field_message, shape_path.string()));
   CHECK(contains(shape_field_message, "d_ff"));
@@ -377,8 +392,11 @@ TEST_CASE("checkpoint and config errors name the file and the field") {
   CHECK(contains(type_message, "steps"));
 }
 
-TEST_CASE("trainer runs the cellular automaton with a 4-layer model, the bias and its own metrics") {
-  using CaNet = Model<DotAttention, Shape{.vocab = 4, .d_model = 16, .heads = 2, .layers = 4, .d_ff = 16, .max_len = 40}>;
+TEST_CASE(
+    "trainer runs the cellular automaton with a 4-layer model, the bias and its own metrics") {
+  using CaNet =
+      Model<DotAttention,
+            Shape{.vocab = 4, .d_model = 16, .heads = 2, .layers = 4, .d_ff = 16, .max_len = 40}>;
   TempDir dir("ca");
   emergent::TrainConfig c;
   c.task = "cellular-automaton";

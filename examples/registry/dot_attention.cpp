@@ -8,8 +8,11 @@ namespace {
 using emergent::DotAttention;
 using emergent::cli::make_entry;
 using emergent::cli::RegisterShape;
-constexpr emergent::Shape kLongAutomaton{.vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
-const RegisterShape linear_map{make_entry<DotAttention, emergent::cli::kLinearMapShape>("dot_attention")};
-const RegisterShape automaton{make_entry<DotAttention, emergent::cli::kAutomatonShape>("dot_attention")};
+constexpr emergent::Shape kLongAutomaton{
+    .vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
+const RegisterShape linear_map{
+    make_entry<DotAttention, emergent::cli::kLinearMapShape>("dot_attention")};
+const RegisterShape automaton{
+    make_entry<DotAttention, emergent::cli::kAutomatonShape>("dot_attention")};
 const RegisterShape long_automaton{make_entry<DotAttention, kLongAutomaton>("dot_attention")};
 }  // namespace

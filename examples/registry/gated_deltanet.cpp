@@ -6,6 +6,8 @@
 namespace {
 using emergent::cli::make_entry;
 using emergent::cli::RegisterShape;
-const RegisterShape linear_map{make_entry<emergent::GatedDeltaNet, emergent::cli::kLinearMapShape>("gated_deltanet")};
-const RegisterShape automaton{make_entry<emergent::GatedDeltaNet, emergent::cli::kAutomatonShape>("gated_deltanet")};
+const RegisterShape linear_map{
+    make_entry<emergent::GatedDeltaNet, emergent::cli::kLinearMapShape>("gated_deltanet")};
+const RegisterShape automaton{
+    make_entry<emergent::GatedDeltaNet, emergent::cli::kAutomatonShape>("gated_deltanet")};
 }  // namespace

@@ -6,6 +6,7 @@
 namespace {
 using emergent::cli::make_entry;
 using emergent::cli::RegisterShape;
-const RegisterShape linear_map{make_entry<emergent::Mamba, emergent::cli::kLinearMapShape>("mamba")};
+const RegisterShape linear_map{
+    make_entry<emergent::Mamba, emergent::cli::kLinearMapShape>("mamba")};
 const RegisterShape automaton{make_entry<emergent::Mamba, emergent::cli::kAutomatonShape>("mamba")};
 }  // namespace

@@ -19,14 +19,16 @@ namespace emergent::cli {
 
 // The shapes of the paper's experiments, shared by the registry's translation units.
 // Linear map (S up to 32): 1 layer, D = 128, H = 8, MLP 512.
-inline constexpr Shape kLinearMapShape{.vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 64};
+inline constexpr Shape kLinearMapShape{
+    .vocab = 2, .d_model = 128, .heads = 8, .layers = 1, .d_ff = 512, .max_len = 64};
 // Cellular automaton with C = 4 colours, S = 16, 16 states (255 positions): 4 layers.
-inline constexpr Shape kAutomatonShape{.vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 256};
+inline constexpr Shape kAutomatonShape{
+    .vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 256};
 
 struct ShapeEntry {
   std::string mixer;
   Shape shape;
-  std::size_t parameters = 0;  // trainable values (Model::trainable_parameters)
+  std::size_t parameters = 0;                 // trainable values (Model::trainable_parameters)
   std::unique_ptr<TrainableModel> (*make)();  // the compiled model (run_entry.hpp trains it)
 };
 
@@ -76,18 +78,22 @@ inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wante
   const ShapeEntry* best = nullptr;
   for (const ShapeEntry& e : shape_registry())
     if (e.mixer == mixer && e.shape.vocab == wanted.vocab && e.shape.d_model == wanted.d_model &&
-        e.shape.heads == wanted.heads && e.shape.layers == wanted.layers && e.shape.d_ff == wanted.d_ff &&
-        e.shape.max_len >= length && (!best || e.shape.max_len < best->shape.max_len))
+        e.shape.heads == wanted.heads && e.shape.layers == wanted.layers &&
+        e.shape.d_ff == wanted.d_ff && e.shape.max_len >= length &&
+        (!best || e.shape.max_len < best->shape.max_len))
       best = &e;
   if (best) return *best;
-  std::string message = "no compiled model for " + describe(mixer, wanted) + " with max_len >= " +
-                        std::to_string(length) + ". Compiled shapes:\n";
+  std::string message = "no compiled model for " + describe(mixer, wanted) +
+                        " with max_len >= " + std::to_string(length) + ". Compiled shapes:\n";
   for (const ShapeEntry& e : shape_registry()) message += "  " + describe(e.mixer, e.shape) + "\n";
-  message += "To add one, add a RegisterShape line with that Shape to the mixer's file in examples/registry/.";
+  message +=
+      "To add one, add a RegisterShape line with that Shape to the mixer's file in "
+      "examples/registry/.";
   throw Error(message);
 }
 
-template <template <Shape, class> class Mixer, Shape S, template <Shape, class> class Channel = GeluMlp>
+template <template <Shape, class> class Mixer, Shape S,
+          template <Shape, class> class Channel = GeluMlp>
 ShapeEntry make_entry(const std::string& mixer) {
   using Net = Model<Mixer, S, float, Channel>;
   return {mixer, S, Net::trainable_parameters,

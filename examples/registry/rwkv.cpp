@@ -10,6 +10,8 @@ using emergent::Rwkv;
 using emergent::RwkvChannelMix;
 using emergent::cli::make_entry;
 using emergent::cli::RegisterShape;
-const RegisterShape linear_map{make_entry<Rwkv, emergent::cli::kLinearMapShape, RwkvChannelMix>("rwkv")};
-const RegisterShape automaton{make_entry<Rwkv, emergent::cli::kAutomatonShape, RwkvChannelMix>("rwkv")};
+const RegisterShape linear_map{
+    make_entry<Rwkv, emergent::cli::kLinearMapShape, RwkvChannelMix>("rwkv")};
+const RegisterShape automaton{
+    make_entry<Rwkv, emergent::cli::kAutomatonShape, RwkvChannelMix>("rwkv")};
 }  // namespace

@@ -43,8 +43,11 @@ struct Expected {
 inline Expected expected(const Head& h, bool with_bias, double strength) {
   const int T = h.T, Dh = h.Dh;
   const double scale = 1.0 / std::sqrt(double(Dh));
-  Expected e{std::vector<double>(std::size_t(T) * T, 0.0), std::vector<double>(std::size_t(T) * h.stride(), 0.0),
-             std::vector<double>(std::size_t(T) * Dh, 0.0), {}, {}};
+  Expected e{std::vector<double>(std::size_t(T) * T, 0.0),
+             std::vector<double>(std::size_t(T) * h.stride(), 0.0),
+             std::vector<double>(std::size_t(T) * Dh, 0.0),
+             {},
+             {}};
   e.dk = e.dv = e.dq;
   for (int i = 0; i < T; ++i) {
     std::vector<double> p(i + 1), da(i + 1, 0.0);
@@ -78,7 +81,8 @@ inline Expected expected(const Head& h, bool with_bias, double strength) {
 template <class Floats>
 double worst_difference(const std::vector<double>& expected, const Floats& got) {
   double worst = 0;
-  for (std::size_t n = 0; n < expected.size(); ++n) worst = std::max(worst, std::abs(expected[n] - double(got[n])));
+  for (std::size_t n = 0; n < expected.size(); ++n)
+    worst = std::max(worst, std::abs(expected[n] - double(got[n])));
   return worst;
 }
 

@@ -1,17 +1,17 @@
 // nn::gemm (the AVX-512 fp32 kernel behind nn/linear.hpp) against a double product, for every
-// way a Linear layer calls it (A and B read by rows or by columns, and B with neither stride 1), shapes that leave partial
-// tiles in every dimension, K longer than one packed block, accumulation into C and the bias.
+// way a Linear layer calls it (A and B read by rows or by columns, and B with neither stride 1),
+// shapes that leave partial tiles in every dimension, K longer than one packed block, accumulation
+// into C and the bias.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <random>
-#include <vector>
-
 #include <emergent/core/parallel.hpp>
 #include <emergent/nn/gemm.hpp>
+#include <random>
+#include <vector>
 
 #if defined(__AVX512F__)
 
@@ -27,9 +27,14 @@ std::vector<float> random_values(std::size_t n, unsigned seed) {
 
 // One product: A [M,K] stored row-major or transposed, B [K,N] likewise; C with a leading
 // dimension wider than N, to check the kernel stays inside its columns.
-enum class Layout { rows, columns, spread };  // B read by rows, by columns, or with both strides > 1
+enum class Layout {
+  rows,
+  columns,
+  spread
+};  // B read by rows, by columns, or with both strides > 1
 
-void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool accumulate, bool with_bias) {
+void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool accumulate,
+                   bool with_bias) {
   CAPTURE(M);
   CAPTURE(N);
   CAPTURE(K);
@@ -39,16 +44,18 @@ void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool
   CAPTURE(with_bias);
   // b holds B twice as spread out as it needs to be, so that a third layout (neither stride 1)
   // can read it: row-major and transposed views use its first K * N values.
-  const std::vector<float> a = random_values(std::size_t(M) * K, 1), b = random_values(std::size_t(K) * N * 2, 2);
+  const std::vector<float> a = random_values(std::size_t(M) * K, 1),
+                           b = random_values(std::size_t(K) * N * 2, 2);
   const std::vector<float> bias = random_values(N, 3);
   const std::int64_t ldc = N + 3;
   std::vector<float> c = random_values(std::size_t(M) * ldc, 4);
   const std::vector<float> c_before = c;
   const emergent::nn::StridedMatrix A = a_transposed ? emergent::nn::StridedMatrix{a.data(), 1, M}
                                                      : emergent::nn::StridedMatrix{a.data(), K, 1};
-  const emergent::nn::StridedMatrix B = b_layout == Layout::rows      ? emergent::nn::StridedMatrix{b.data(), N, 1}
-                                       : b_layout == Layout::columns ? emergent::nn::StridedMatrix{b.data(), 1, K}
-                                                                     : emergent::nn::StridedMatrix{b.data(), 2, 2 * K};
+  const emergent::nn::StridedMatrix B =
+      b_layout == Layout::rows      ? emergent::nn::StridedMatrix{b.data(), N, 1}
+      : b_layout == Layout::columns ? emergent::nn::StridedMatrix{b.data(), 1, K}
+                                    : emergent::nn::StridedMatrix{b.data(), 2, 2 * K};
   emergent::nn::gemm(M, N, K, A, B, c.data(), ldc, accumulate, with_bias ? bias.data() : nullptr);
   double worst = 0;
   for (int i = 0; i < M; ++i) {
@@ -57,7 +64,8 @@ void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool
       for (int k = 0; k < K; ++k) expected += double(*A.at(i, k)) * double(*B.at(k, j));
       worst = std::max(worst, std::abs(expected - c[i * ldc + j]) / (1.0 + std::sqrt(double(K))));
     }
-    for (std::int64_t j = N; j < ldc; ++j) REQUIRE(c[i * ldc + j] == c_before[i * ldc + j]);  // padding untouched
+    for (std::int64_t j = N; j < ldc; ++j)
+      REQUIRE(c[i * ldc + j] == c_before[i * ldc + j]);  // padding untouched
   }
   CHECK(worst < 1e-5);
 }
@@ -67,22 +75,24 @@ void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool
 TEST_CASE("gemm: every operand layout against a double product, with partial tiles") {
   for (bool at : {false, true})
     for (Layout bt : {Layout::rows, Layout::columns, Layout::spread})
-      for (auto [M, N, K] : {std::array{1, 1, 1}, std::array{5, 17, 3}, std::array{6, 64, 128},
-                             std::array{13, 130, 129}, std::array{247, 384, 128}, std::array{250, 64, 300}})
+      for (auto [M, N, K] :
+           {std::array{1, 1, 1}, std::array{5, 17, 3}, std::array{6, 64, 128},
+            std::array{13, 130, 129}, std::array{247, 384, 128}, std::array{250, 64, 300}})
         check_product(M, N, K, at, bt, false, false);
 }
 
 TEST_CASE("gemm: bias, accumulation, and K over several packed blocks") {
-  check_product(31, 512, 128, false, Layout::columns, false, true);   // a Linear forward with bias
-  check_product(253, 128, 512, false, Layout::rows, false, false);  // an input gradient
-  check_product(128, 96, 700, true, Layout::rows, true, false);    // a weight gradient, accumulated
-  check_product(7, 20, 0, false, Layout::rows, false, true);       // K = 0: C is the bias
-  check_product(7, 20, 0, false, Layout::rows, true, false);       // K = 0 accumulating: C unchanged
+  check_product(31, 512, 128, false, Layout::columns, false, true);  // a Linear forward with bias
+  check_product(253, 128, 512, false, Layout::rows, false, false);   // an input gradient
+  check_product(128, 96, 700, true, Layout::rows, true, false);  // a weight gradient, accumulated
+  check_product(7, 20, 0, false, Layout::rows, false, true);     // K = 0: C is the bias
+  check_product(7, 20, 0, false, Layout::rows, true, false);     // K = 0 accumulating: C unchanged
 }
 
 TEST_CASE("gemm: the same bits with one thread and with several") {
   const int M = 700, N = 384, K = 256;
-  const std::vector<float> a = random_values(std::size_t(M) * K, 5), b = random_values(std::size_t(K) * N, 6);
+  const std::vector<float> a = random_values(std::size_t(M) * K, 5),
+                           b = random_values(std::size_t(K) * N, 6);
   std::vector<float> c1(std::size_t(M) * N), c2(std::size_t(M) * N);
   const int threads = emergent::thread_count();
   emergent::set_thread_count(1);
@@ -94,5 +104,7 @@ TEST_CASE("gemm: the same bits with one thread and with several") {
 }
 
 #else
-TEST_CASE("gemm: built without AVX-512, Linear layers use Eigen") { CHECK_FALSE(emergent::nn::kGemmKernel); }
+TEST_CASE("gemm: built without AVX-512, Linear layers use Eigen") {
+  CHECK_FALSE(emergent::nn::kGemmKernel);
+}
 #endif

@@ -36,14 +36,17 @@ template <int Dh>
 Result run_kernels(const Head& h, bool with_bias, int att_offset) {
   const int T = h.T;
   const float scale = 1.0f / std::sqrt(float(Dh)), strength = with_bias ? 0.7f : 0.0f;
-  Result r{Floats(std::size_t(T) * T + att_offset, -1.0f), std::vector<float>(std::size_t(T) * h.stride(), 0.0f),
-           std::vector<float>(std::size_t(T) * Dh, -1.0f), {}, {}};
+  Result r{Floats(std::size_t(T) * T + att_offset, -1.0f),
+           std::vector<float>(std::size_t(T) * h.stride(), 0.0f),
+           std::vector<float>(std::size_t(T) * Dh, -1.0f),
+           {},
+           {}};
   r.dk = r.dv = r.dq;
   float* att = r.att.data() + att_offset;
   kernel::forward<Dh>(h.q.data(), h.k.data(), h.v.data(), att, r.out.data(), h.stride(), T, scale,
                       with_bias ? h.bias.data() : nullptr, strength);
-  kernel::backward<Dh>(h.q.data(), h.k.data(), h.v.data(), att, h.d_out.data(), h.stride(), r.dq.data(), r.dk.data(),
-                       r.dv.data(), T, scale);
+  kernel::backward<Dh>(h.q.data(), h.k.data(), h.v.data(), att, h.d_out.data(), h.stride(),
+                       r.dq.data(), r.dk.data(), r.dv.data(), T, scale);
   return r;
 }
 
@@ -55,7 +58,8 @@ void check_head(int T, bool with_bias, int att_offset) {
   CAPTURE(att_offset);
   const Head h = attention_head_reference::random_head(T, Dh, 17 * T + Dh, 1.5f);
   const Result r = run_kernels<Dh>(h, with_bias, att_offset);
-  const attention_head_reference::Expected e = attention_head_reference::expected(h, with_bias, double(0.7f));
+  const attention_head_reference::Expected e =
+      attention_head_reference::expected(h, with_bias, double(0.7f));
   const float* att = r.att.data() + att_offset;
   // every entry above the diagonal written as exactly 0 (the buffer started at -1)
   int nonzero_above = 0;
@@ -77,10 +81,14 @@ void check_head(int T, bool with_bias, int att_offset) {
   CHECK(again.dv == r.dv);
 }
 
-constexpr emergent::Shape kHead16{.vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 260};
-constexpr emergent::Shape kHead32{.vocab = 5, .d_model = 64, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 140};
-constexpr emergent::Shape kHead48{.vocab = 5, .d_model = 48, .heads = 1, .layers = 1, .d_ff = 16, .max_len = 140};
-constexpr emergent::Shape kHead64{.vocab = 5, .d_model = 128, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 140};
+constexpr emergent::Shape kHead16{
+    .vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 260};
+constexpr emergent::Shape kHead32{
+    .vocab = 5, .d_model = 64, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 140};
+constexpr emergent::Shape kHead48{
+    .vocab = 5, .d_model = 48, .heads = 1, .layers = 1, .d_ff = 16, .max_len = 140};
+constexpr emergent::Shape kHead64{
+    .vocab = 5, .d_model = 128, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 140};
 
 }  // namespace
 
@@ -103,13 +111,15 @@ TEST_CASE("long causal attention: AVX-512 kernels against a double computation")
 TEST_CASE("mixer suite: DotAttention on the AVX-512 long path (d_head 16)") {
   // 65: one query past the direct path; 129: one past 16 tiles of 8 rows; 200: rows not a
   // multiple of 16 floats; 256: aligned rows.
-  mixer_suite::run_all<emergent::DotAttention, kHead16>(dot_attention_checks::DotAttentionReference{kHead16.heads},
-                                                        {65, 129, 200, 256});
+  mixer_suite::run_all<emergent::DotAttention, kHead16>(
+      dot_attention_checks::DotAttentionReference{kHead16.heads}, {65, 129, 200, 256});
 }
 
-TEST_CASE("DotAttention on the AVX-512 long path with the bias: reference, att, row sums, determinism") {
+TEST_CASE(
+    "DotAttention on the AVX-512 long path with the bias: reference, att, row sums, determinism") {
   for (int T : {65, 129, 200, 256}) dot_attention_checks::check_mixer_with_bias<kHead16>(2, T, 0.7);
-  dot_attention_checks::check_mixer_with_bias<kHead16>(1, 160, 30.0);  // near one-hot rows, exp underflow
+  dot_attention_checks::check_mixer_with_bias<kHead16>(1, 160,
+                                                       30.0);  // near one-hot rows, exp underflow
   dot_attention_checks::check_mixer_with_bias<kHead32>(2, 131, 0.7);
   dot_attention_checks::check_mixer_with_bias<kHead48>(1, 97, 0.7);
   dot_attention_checks::check_mixer_with_bias<kHead64>(1, 131, 0.7);

@@ -9,10 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
-#include <span>
-#include <vector>
-
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/mixers/mamba.hpp>
@@ -20,6 +16,9 @@
 #include <emergent/mixers/rwkv.hpp>
 #include <emergent/mixers/rwkv_channel_mix.hpp>
 #include <emergent/model/model.hpp>
+#include <random>
+#include <span>
+#include <vector>
 
 namespace {
 
@@ -32,7 +31,8 @@ template <class A, class B>
 double relative_error(std::span<const A> a, std::span<const B> b) {
   double worst = 0, scale = 1;
   for (std::size_t i = 0; i < b.size(); ++i) scale = std::max(scale, std::abs(double(b[i])));
-  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
   return worst / scale;
 }
 
@@ -47,7 +47,8 @@ void check_float_against_double(int batch, int length, bool with_bias) {
   std::vector<double> exact_params(Exact::parameter_count);
   Exact::init(exact_params, 7);
   std::vector<float> fast_params(exact_params.begin(), exact_params.end());
-  for (std::size_t i = 0; i < exact_params.size(); ++i) exact_params[i] = fast_params[i];  // same values
+  for (std::size_t i = 0; i < exact_params.size(); ++i)
+    exact_params[i] = fast_params[i];  // same values
 
   std::mt19937 rng(length + 13);
   std::uniform_int_distribution<int> token(0, S.vocab - 1);
@@ -60,7 +61,8 @@ void check_float_against_double(int batch, int length, bool with_bias) {
     pattern.assign(static_cast<std::size_t>(length) * length, 0.0f);
     for (int i = 0; i < length; ++i) pattern[static_cast<std::size_t>(i) * length + i / 2] = 1.0f;
   }
-  const emergent::ForwardInput in{batch, length, inputs, targets, weights, pattern, with_bias ? 2.5f : 0.0f};
+  const emergent::ForwardInput in{
+      batch, length, inputs, targets, weights, pattern, with_bias ? 2.5f : 0.0f};
 
   typename Fast::Workspace fast_ws;
   typename Exact::Workspace exact_ws;
@@ -86,13 +88,17 @@ void check_float_against_double(int batch, int length, bool with_bias) {
   }
 }
 
-constexpr Shape kHead16{.vocab = 3, .d_model = 32, .heads = 2, .layers = 2, .d_ff = 48, .max_len = 200};
-constexpr Shape kHead32{.vocab = 2, .d_model = 64, .heads = 2, .layers = 1, .d_ff = 64, .max_len = 70};
-constexpr Shape kOtherMixers{.vocab = 3, .d_model = 32, .heads = 2, .layers = 2, .d_ff = 48, .max_len = 40};
+constexpr Shape kHead16{
+    .vocab = 3, .d_model = 32, .heads = 2, .layers = 2, .d_ff = 48, .max_len = 200};
+constexpr Shape kHead32{
+    .vocab = 2, .d_model = 64, .heads = 2, .layers = 1, .d_ff = 64, .max_len = 70};
+constexpr Shape kOtherMixers{
+    .vocab = 3, .d_model = 32, .heads = 2, .layers = 2, .d_ff = 48, .max_len = 40};
 
 }  // namespace
 
-TEST_CASE("fp32 model on this machine's kernels matches the double model: loss, attention, gradients") {
+TEST_CASE(
+    "fp32 model on this machine's kernels matches the double model: loss, attention, gradients") {
   for (int length : {1, 17, 31, 33, 64, 65, 130, 200})
     for (bool bias : {false, true}) check_float_against_double<kHead16>(3, length, bias);
   for (int length : {5, 48, 70})
@@ -105,6 +111,7 @@ TEST_CASE("fp32 models of the other mixers on this machine's kernels match their
     check_float_against_double<kOtherMixers, emergent::MlpMixer>(3, length, false);
     check_float_against_double<kOtherMixers, emergent::Mamba>(3, length, false);
     check_float_against_double<kOtherMixers, emergent::GatedDeltaNet>(3, length, false);
-    check_float_against_double<kOtherMixers, emergent::Rwkv, emergent::RwkvChannelMix>(3, length, false);
+    check_float_against_double<kOtherMixers, emergent::Rwkv, emergent::RwkvChannelMix>(3, length,
+                                                                                       false);
   }
 }

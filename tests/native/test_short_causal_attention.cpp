@@ -34,17 +34,19 @@ void check_head(int T, bool with_bias) {
 
   std::vector<float> att(std::size_t(T) * T, -1.0f), out(std::size_t(T) * h.stride(), 0.0f);
   std::vector<float> dq(std::size_t(T) * Dh, -1.0f), dk(dq), dv(dq);
-  kernel::forward<Dh>(h.q.data(), kt.data(), h.v.data(), att.data(), out.data(), h.stride(), T, scale,
-                      with_bias ? h.bias.data() : nullptr, strength);
-  kernel::backward<Dh>(h.q.data(), h.k.data(), vt.data(), att.data(), h.d_out.data(), h.stride(), dq.data(),
-                       dk.data(), dv.data(), T, scale);
+  kernel::forward<Dh>(h.q.data(), kt.data(), h.v.data(), att.data(), out.data(), h.stride(), T,
+                      scale, with_bias ? h.bias.data() : nullptr, strength);
+  kernel::backward<Dh>(h.q.data(), h.k.data(), vt.data(), att.data(), h.d_out.data(), h.stride(),
+                       dq.data(), dk.data(), dv.data(), T, scale);
 
-  const attention_head_reference::Expected e = attention_head_reference::expected(h, with_bias, double(strength));
+  const attention_head_reference::Expected e =
+      attention_head_reference::expected(h, with_bias, double(strength));
   for (int i = 0; i < T; ++i)
     for (int j = i + 1; j < T; ++j) REQUIRE(att[std::size_t(i) * T + j] == 0.0f);
   using attention_head_reference::worst_difference;
-  const double worst = std::max({worst_difference(e.att, att), worst_difference(e.out, out), worst_difference(e.dq, dq),
-                                 worst_difference(e.dk, dk), worst_difference(e.dv, dv)});
+  const double worst = std::max({worst_difference(e.att, att), worst_difference(e.out, out),
+                                 worst_difference(e.dq, dq), worst_difference(e.dk, dk),
+                                 worst_difference(e.dv, dv)});
   CHECK(worst < 2e-5);
 }
 

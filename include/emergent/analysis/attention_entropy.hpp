@@ -24,7 +24,8 @@ namespace emergent {
 // thousands of rows loses nothing. The paper's attention maps are averaged over samples: for a
 // task whose target pattern is fixed (the linear map) the average shows the learned pattern
 // without the data-dependent noise of one sample.
-inline std::vector<double> batch_averaged_pattern(std::span<const float> att, int batch, int heads, int T) {
+inline std::vector<double> batch_averaged_pattern(std::span<const float> att, int batch, int heads,
+                                                  int T) {
   require(batch >= 1 && heads >= 1 && T >= 1, "batch_averaged_pattern",
           "batch, heads and T must be >= 1");
   const std::size_t per_sample = static_cast<std::size_t>(heads) * T * T;

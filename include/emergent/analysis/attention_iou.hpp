@@ -31,9 +31,9 @@
 namespace emergent {
 
 struct RowIou {
-  std::vector<int> queries;     // the target rows, ascending
-  std::vector<double> iou;      // best IoU over heads, per target row
-  std::vector<int> best_head;   // the head achieving it (lowest index on ties), per target row
+  std::vector<int> queries;    // the target rows, ascending
+  std::vector<double> iou;     // best IoU over heads, per target row
+  std::vector<int> best_head;  // the head achieving it (lowest index on ties), per target row
 };
 
 // IoU of head h's top-|support| keys with the target support, for one query row.

@@ -31,15 +31,17 @@ struct HeadPatch {
 
 struct PatchingResult {
   double p_pre = 0, p_post = 0;
-  std::vector<HeadPatch> heads;   // every head, by delta_p, largest first
+  std::vector<HeadPatch> heads;  // every head, by delta_p, largest first
   int top_k = 0;
-  double p_top_k = 0;             // p(y) with the top K heads patched together
-  double recovered_share = 0;     // (p_top_k - p_pre) / (p_post - p_pre); 0 when there is no gap
+  double p_top_k = 0;          // p(y) with the top K heads patched together
+  double recovered_share = 0;  // (p_top_k - p_pre) / (p_post - p_pre); 0 when there is no gap
 };
 
 inline PatchingResult patch_attention_heads(const neox::Network& pre, const neox::Network& post,
-                                            std::span<const std::int32_t> tokens, std::int32_t target, int top_k) {
-  require(pre.shape() == post.shape(), "patch_attention_heads", "the two checkpoints have different architectures");
+                                            std::span<const std::int32_t> tokens,
+                                            std::int32_t target, int top_k) {
+  require(pre.shape() == post.shape(), "patch_attention_heads",
+          "the two checkpoints have different architectures");
   const int L = pre.layers(), H = pre.heads();
   require(top_k >= 1 && top_k <= L * H, "patch_attention_heads",
           "top K must be in [1, layers * heads = " + std::to_string(L * H) + "]");
@@ -47,7 +49,9 @@ inline PatchingResult patch_attention_heads(const neox::Network& pre, const neox
   // One forward of the post model gives p_post and every head's pattern [layer][H * T * T].
   std::vector<std::vector<float>> post_patterns(L);
   neox::ForwardHooks record;
-  record.on_pattern = [&](int layer, std::span<const float> p) { post_patterns[layer].assign(p.begin(), p.end()); };
+  record.on_pattern = [&](int layer, std::span<const float> p) {
+    post_patterns[layer].assign(p.begin(), p.end());
+  };
   PatchingResult r;
   r.p_post = predict_next(post, tokens, target, record).p_target;
   auto override_of = [&](int layer, int head) {
@@ -63,11 +67,13 @@ inline PatchingResult patch_attention_heads(const neox::Network& pre, const neox
       const double p = predict_next(pre, tokens, target, hooks).p_target;
       r.heads.push_back({l, h, p, p - r.p_pre});
     }
-  std::stable_sort(r.heads.begin(), r.heads.end(), [](const HeadPatch& a, const HeadPatch& b) { return a.delta_p > b.delta_p; });
+  std::stable_sort(r.heads.begin(), r.heads.end(),
+                   [](const HeadPatch& a, const HeadPatch& b) { return a.delta_p > b.delta_p; });
 
   r.top_k = top_k;
   neox::ForwardHooks together;
-  for (int k = 0; k < top_k; ++k) together.overrides.push_back(override_of(r.heads[k].layer, r.heads[k].head));
+  for (int k = 0; k < top_k; ++k)
+    together.overrides.push_back(override_of(r.heads[k].layer, r.heads[k].head));
   r.p_top_k = predict_next(pre, tokens, target, together).p_target;
   const double gap = r.p_post - r.p_pre;
   r.recovered_share = gap != 0 ? (r.p_top_k - r.p_pre) / gap : 0.0;

@@ -29,8 +29,8 @@
 namespace emergent {
 
 struct AttentionAnalysis {
-  bool available = false;                    // false for mixers that keep no attention
-  std::vector<std::vector<double>> entropy;  // [layer][head], nats
+  bool available = false;                     // false for mixers that keep no attention
+  std::vector<std::vector<double>> entropy;   // [layer][head], nats
   std::vector<std::vector<double>> head_iou;  // [layer][head]: mean over target rows
   double head_iou_chance = 0;                 // one head attending to random keys
   double iou = 0;                             // best head per target row, mean over rows

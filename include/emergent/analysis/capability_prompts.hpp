@@ -35,14 +35,17 @@ struct CapabilityPrompt {
   std::string target;  // the expected next text, one token
 };
 
-inline constexpr std::array<std::string_view, 4> kCapabilityKinds = {"repetition", "induction", "pattern", "ioi"};
+inline constexpr std::array<std::string_view, 4> kCapabilityKinds = {"repetition", "induction",
+                                                                     "pattern", "ioi"};
 
 namespace capability_detail {
 
 inline constexpr std::array<std::string_view, 24> kWords = {
-    "apple", "river", "stone", "cloud", "paper", "green", "music", "table", "light", "horse", "water", "chair",
-    "bread", "glass", "night", "money", "dream", "plant", "house", "sugar", "train", "smile", "field", "story"};
-inline constexpr std::array<std::string_view, 8> kNames = {"John", "Mary", "Tom", "Anna", "David", "Sarah", "Paul", "Kate"};
+    "apple", "river", "stone", "cloud", "paper", "green", "music", "table",
+    "light", "horse", "water", "chair", "bread", "glass", "night", "money",
+    "dream", "plant", "house", "sugar", "train", "smile", "field", "story"};
+inline constexpr std::array<std::string_view, 8> kNames = {"John",  "Mary",  "Tom",  "Anna",
+                                                           "David", "Sarah", "Paul", "Kate"};
 inline constexpr std::array<std::string_view, 4> kPlaces = {"store", "park", "school", "market"};
 inline constexpr std::array<std::string_view, 4> kObjects = {"drink", "book", "ring", "ball"};
 
@@ -50,7 +53,8 @@ inline constexpr std::array<std::string_view, 4> kObjects = {"drink", "book", "r
 inline std::vector<int> distinct(const PhiloxStream& stream, std::uint64_t& counter, int n, int k) {
   std::vector<int> pool(n);
   for (int i = 0; i < n; ++i) pool[i] = i;
-  for (int i = 0; i < k; ++i) std::swap(pool[i], pool[i + static_cast<int>(stream.below(counter++, n - i))]);
+  for (int i = 0; i < k; ++i)
+    std::swap(pool[i], pool[i + static_cast<int>(stream.below(counter++, n - i))]);
   pool.resize(k);
   return pool;
 }
@@ -64,7 +68,8 @@ inline CapabilityPrompt paper_repetition_prompt() {
 
 // A prompt of `kind` from `seed`; `length` is the number of repeated items (digits, words or
 // pattern steps); ioi ignores it. repetition with seed 0 and length 8 is the paper's prompt.
-inline CapabilityPrompt make_capability_prompt(std::string_view kind, std::uint64_t seed, int length = 8) {
+inline CapabilityPrompt make_capability_prompt(std::string_view kind, std::uint64_t seed,
+                                               int length = 8) {
   using namespace capability_detail;
   require(length >= 2 && length <= 64, "capability prompt", "length must be in [2, 64]");
   const PhiloxStream stream(seed, stream_id_from_name("capability." + std::string(kind)));
@@ -78,9 +83,11 @@ inline CapabilityPrompt make_capability_prompt(std::string_view kind, std::uint6
     for (int i = 0; i < 2 * length - 1; ++i) p.text += (i ? " " : "") + digits[i % length];
     p.target = " " + digits[length - 1];
   } else if (kind == "induction") {
-    const std::vector<int> words = distinct(stream, counter, static_cast<int>(kWords.size()), std::min<int>(length, kWords.size()));
+    const std::vector<int> words = distinct(stream, counter, static_cast<int>(kWords.size()),
+                                            std::min<int>(length, kWords.size()));
     const int n = static_cast<int>(words.size());
-    for (int i = 0; i < 2 * n - 1; ++i) p.text += (i ? " " : "") + std::string(kWords[words[i % n]]);
+    for (int i = 0; i < 2 * n - 1; ++i)
+      p.text += (i ? " " : "") + std::string(kWords[words[i % n]]);
     p.target = " " + std::string(kWords[words[n - 1]]);
   } else if (kind == "pattern") {
     const std::vector<int> letters = distinct(stream, counter, 26, 3);
@@ -93,10 +100,12 @@ inline CapabilityPrompt make_capability_prompt(std::string_view kind, std::uint6
     const std::string a(kNames[names[0]]), b(kNames[names[1]]);
     const std::string place(kPlaces[stream.below(counter++, kPlaces.size())]);
     const std::string object(kObjects[stream.below(counter++, kObjects.size())]);
-    p.text = "Then, " + b + " and " + a + " went to the " + place + ". " + b + " gave a " + object + " to";
+    p.text = "Then, " + b + " and " + a + " went to the " + place + ". " + b + " gave a " + object +
+             " to";
     p.target = " " + a;
   } else {
-    throw Error("capability prompt: unknown kind '" + std::string(kind) + "' (repetition, induction, pattern, ioi)");
+    throw Error("capability prompt: unknown kind '" + std::string(kind) +
+                "' (repetition, induction, pattern, ioi)");
   }
   return p;
 }
@@ -107,10 +116,12 @@ struct CapabilityTokens {
 };
 
 // Encodes a prompt; the target must be exactly one token.
-inline CapabilityTokens capability_tokens(const BpeTokenizer& tokenizer, const CapabilityPrompt& p) {
+inline CapabilityTokens capability_tokens(const BpeTokenizer& tokenizer,
+                                          const CapabilityPrompt& p) {
   CapabilityTokens t;
   t.prompt = tokenizer.encode(p.text);
-  require(!t.prompt.empty(), "capability prompt", "the prompt '" + p.text + "' encodes to no tokens");
+  require(!t.prompt.empty(), "capability prompt",
+          "the prompt '" + p.text + "' encodes to no tokens");
   const std::vector<std::int32_t> target = tokenizer.encode(p.target);
   require(target.size() == 1, "capability prompt",
           "the target '" + p.target + "' is " + std::to_string(target.size()) +

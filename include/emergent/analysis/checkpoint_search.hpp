@@ -34,7 +34,8 @@ struct SuiteCheckpoint {
 
 // The step<N> folders of a suite, by step. Other entries are ignored; none is an error.
 inline std::vector<SuiteCheckpoint> list_suite(const std::filesystem::path& suite) {
-  require(std::filesystem::is_directory(suite), suite.string(), "is not a folder (expected a checkpoint suite)");
+  require(std::filesystem::is_directory(suite), suite.string(),
+          "is not a folder (expected a checkpoint suite)");
   std::vector<SuiteCheckpoint> out;
   for (const auto& entry : std::filesystem::directory_iterator(suite)) {
     if (!entry.is_directory()) continue;
@@ -47,8 +48,10 @@ inline std::vector<SuiteCheckpoint> list_suite(const std::filesystem::path& suit
     if (error != std::errc() || end != last || step < 0) continue;
     out.push_back({step, entry.path()});
   }
-  require(!out.empty(), suite.string(), "holds no checkpoint folders named step<N> (e.g. step0, step1000)");
-  std::sort(out.begin(), out.end(), [](const SuiteCheckpoint& a, const SuiteCheckpoint& b) { return a.step < b.step; });
+  require(!out.empty(), suite.string(),
+          "holds no checkpoint folders named step<N> (e.g. step0, step1000)");
+  std::sort(out.begin(), out.end(),
+            [](const SuiteCheckpoint& a, const SuiteCheckpoint& b) { return a.step < b.step; });
   for (std::size_t i = 1; i < out.size(); ++i)
     require(out[i].step != out[i - 1].step, suite.string(),
             "two folders name step " + std::to_string(out[i].step) + " (e.g. step01 and step1)");
@@ -56,11 +59,13 @@ inline std::vector<SuiteCheckpoint> list_suite(const std::filesystem::path& suit
 }
 
 // The tokenizer.json of a suite: in the suite folder, else in its first checkpoint folder.
-inline std::filesystem::path suite_tokenizer(const std::filesystem::path& suite, const std::vector<SuiteCheckpoint>& checkpoints) {
-  for (const auto& candidate : {suite / "tokenizer.json", checkpoints.front().folder / "tokenizer.json"})
+inline std::filesystem::path suite_tokenizer(const std::filesystem::path& suite,
+                                             const std::vector<SuiteCheckpoint>& checkpoints) {
+  for (const auto& candidate :
+       {suite / "tokenizer.json", checkpoints.front().folder / "tokenizer.json"})
     if (std::filesystem::exists(candidate)) return candidate;
-  throw Error(suite.string() + ": no tokenizer.json in the suite folder or in " + checkpoints.front().folder.string() +
-              " (pass --tokenizer)");
+  throw Error(suite.string() + ": no tokenizer.json in the suite folder or in " +
+              checkpoints.front().folder.string() + " (pass --tokenizer)");
 }
 
 struct CheckpointEvaluation {
@@ -74,13 +79,14 @@ struct CheckpointEvaluation {
 struct EmergenceSearch {
   std::vector<CheckpointEvaluation> evaluations;  // in the order they ran
   std::optional<std::int64_t> last_failing_step, first_solving_step;
-  std::optional<double> emergence_step;           // midpoint of the two; absent when censored
+  std::optional<double> emergence_step;  // midpoint of the two; absent when censored
   std::string outcome;  // "emerged", "solved at the first checkpoint", "never solved"
 };
 
 // `evaluate(i)` runs checkpoint i (0 .. count - 1, in step order).
-inline EmergenceSearch find_emergence(const std::vector<SuiteCheckpoint>& checkpoints,
-                                      const std::function<CheckpointEvaluation(std::size_t)>& evaluate) {
+inline EmergenceSearch find_emergence(
+    const std::vector<SuiteCheckpoint>& checkpoints,
+    const std::function<CheckpointEvaluation(std::size_t)>& evaluate) {
   require(!checkpoints.empty(), "find_emergence", "no checkpoints");
   EmergenceSearch s;
   auto run = [&](std::size_t i) {

@@ -46,11 +46,11 @@ inline std::vector<double> trailing_mean(std::span<const double> values, int win
 // The first step whose trailing-window mean is strictly below `threshold`; nullopt if none
 // (censored).
 inline std::optional<std::int64_t> first_step_below(std::span<const std::int64_t> steps,
-                                                    std::span<const double> values, double threshold,
-                                                    int window) {
+                                                    std::span<const double> values,
+                                                    double threshold, int window) {
   require(steps.size() == values.size(), "first_step_below",
-          "steps (" + std::to_string(steps.size()) + ") and values (" + std::to_string(values.size()) +
-              ") differ in length");
+          "steps (" + std::to_string(steps.size()) + ") and values (" +
+              std::to_string(values.size()) + ") differ in length");
   const std::vector<double> smoothed = trailing_mean(values, window);
   for (std::size_t i = 0; i < smoothed.size(); ++i) {
     if (smoothed[i] < threshold) return steps[i];
@@ -65,7 +65,8 @@ struct EmergenceSummary {
 
 // final_value is smoothed like the rest, so that one noisy last batch does not decide whether a
 // run "ended solved".
-inline EmergenceSummary summarize_emergence(std::span<const std::int64_t> steps, std::span<const double> values,
+inline EmergenceSummary summarize_emergence(std::span<const std::int64_t> steps,
+                                            std::span<const double> values,
                                             const EmergenceThresholds& thresholds, int window) {
   require(!values.empty(), "summarize_emergence", "the curve is empty");
   EmergenceSummary summary;

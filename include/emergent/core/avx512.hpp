@@ -4,8 +4,9 @@
 #pragma once
 
 #if defined(__AVX512F__)
-#include <algorithm>
 #include <immintrin.h>
+
+#include <algorithm>
 
 namespace emergent::avx512 {
 

@@ -36,7 +36,9 @@ struct TensorSpec {
   Init init = Init::linear;
   int fan_in = 0;  // for Init::linear vectors: the input width of the Linear it is the bias of
 
-  constexpr std::size_t size() const { return static_cast<std::size_t>(rows == 0 ? 1 : rows) * cols; }
+  constexpr std::size_t size() const {
+    return static_cast<std::size_t>(rows == 0 ? 1 : rows) * cols;
+  }
   constexpr int init_fan_in() const { return rows == 0 ? fan_in : cols; }
 };
 
@@ -56,7 +58,8 @@ constexpr TensorLayout<N> layout_of(const std::array<TensorSpec, N>& specs) {
   std::size_t offset = 0;
   for (std::size_t i = 0; i < N; ++i) {
     // A compile error when a layout is constexpr: a Linear-initialised vector must name its fan-in.
-    if (specs[i].init == Init::linear && specs[i].init_fan_in() <= 0) throw "layout_of: a linear bias needs fan_in";
+    if (specs[i].init == Init::linear && specs[i].init_fan_in() <= 0)
+      throw "layout_of: a linear bias needs fan_in";
     layout.offsets[i] = offset;
     offset += align_up(specs[i].size());
   }

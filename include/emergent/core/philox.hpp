@@ -31,7 +31,9 @@ inline constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
 constexpr std::uint32_t high_word(std::uint64_t product) {
   return static_cast<std::uint32_t>(product >> 32);
 }
-constexpr std::uint32_t low_word(std::uint64_t product) { return static_cast<std::uint32_t>(product); }
+constexpr std::uint32_t low_word(std::uint64_t product) {
+  return static_cast<std::uint32_t>(product);
+}
 
 // One Philox S-box round on (counter, round key).
 constexpr std::array<std::uint32_t, 4> round(const std::array<std::uint32_t, 4>& counter,
@@ -92,9 +94,10 @@ class PhiloxStream {
   // The 128 random bits of one block (words 4*block .. 4*block+3).
   std::array<std::uint32_t, 4> block(std::uint64_t block_index) const {
     if (!cache_valid_ || cached_block_ != block_index) {
-      cached_words_ = philox4x32_10({stream_lo_, stream_hi_, static_cast<std::uint32_t>(block_index),
-                                     static_cast<std::uint32_t>(block_index >> 32)},
-                                    key_);
+      cached_words_ =
+          philox4x32_10({stream_lo_, stream_hi_, static_cast<std::uint32_t>(block_index),
+                         static_cast<std::uint32_t>(block_index >> 32)},
+                        key_);
       cached_block_ = block_index;
       cache_valid_ = true;
     }

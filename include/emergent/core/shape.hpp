@@ -9,12 +9,12 @@
 namespace emergent {
 
 struct Shape {
-  int vocab = 2;       // token vocabulary (the paper's C)
-  int d_model = 128;   // residual width D
-  int heads = 8;       // attention heads H; d_head = d_model / heads
-  int layers = 1;      // transformer blocks
-  int d_ff = 512;      // MLP hidden width
-  int max_len = 64;    // rows of the learned absolute position embedding
+  int vocab = 2;      // token vocabulary (the paper's C)
+  int d_model = 128;  // residual width D
+  int heads = 8;      // attention heads H; d_head = d_model / heads
+  int layers = 1;     // transformer blocks
+  int d_ff = 512;     // MLP hidden width
+  int max_len = 64;   // rows of the learned absolute position embedding
 
   constexpr int d_head() const { return d_model / heads; }
   constexpr bool valid() const {

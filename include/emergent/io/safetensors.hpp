@@ -16,8 +16,6 @@
 // read-only; as with any mmap, truncating the file while it is open is undefined (SIGBUS).
 #pragma once
 
-#include <emergent/core/error.hpp>
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -29,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <emergent/core/error.hpp>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -59,7 +58,7 @@ inline float f16_to_f32(std::uint16_t h) {
   if (exp == 0) {
     if (mant == 0) {
       bits = sign;
-    } else {  // subnormal: normalise
+    } else {                  // subnormal: normalise
       std::uint32_t e = 113;  // 127 - 15 + 1
       while ((mant & 0x400u) == 0) {
         mant <<= 1;
@@ -143,7 +142,7 @@ inline std::vector<std::uint16_t> f32_to_bf16(std::span<const float> src) {
 namespace safetensors_detail {
 
 inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // as the reference parser
-inline constexpr int kMaxJsonDepth = 32;                        // a valid header needs 3
+inline constexpr int kMaxJsonDepth = 32;                       // a valid header needs 3
 
 // Bytes per element of a supported dtype, 0 for anything else.
 inline std::size_t dtype_size(std::string_view dtype) {
@@ -351,8 +350,8 @@ class SafetensorsFile {
   const TensorInfo& info(std::string_view name) const {
     const auto it = index_.find(name);
     if (it == index_.end()) {
-      throw Error(where_ + ": no tensor named " + safetensors_detail::quoted(name) + " (the file has " +
-                  std::to_string(tensors_.size()) + " tensors)");
+      throw Error(where_ + ": no tensor named " + safetensors_detail::quoted(name) +
+                  " (the file has " + std::to_string(tensors_.size()) + " tensors)");
     }
     return tensors_[it->second];
   }
@@ -378,9 +377,10 @@ class SafetensorsFile {
                   safetensors_detail::shape_string(expected_shape));
     }
     if (dst.size() != t.numel) {
-      throw Error(where_ + ": tensor " + safetensors_detail::quoted(t.name) + ": destination holds " +
-                  std::to_string(dst.size()) + " floats, tensor of shape " +
-                  safetensors_detail::shape_string(t.shape) + " has " + std::to_string(t.numel));
+      throw Error(where_ + ": tensor " + safetensors_detail::quoted(t.name) +
+                  ": destination holds " + std::to_string(dst.size()) +
+                  " floats, tensor of shape " + safetensors_detail::shape_string(t.shape) +
+                  " has " + std::to_string(t.numel));
     }
     convert(t, dst.data());
   }
@@ -408,7 +408,8 @@ class SafetensorsFile {
     void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
     const int err = errno;
     ::close(fd);  // the mapping stays valid
-    if (p == MAP_FAILED) throw Error(where_ + ": cannot mmap: " + safetensors_detail::errno_string(err));
+    if (p == MAP_FAILED)
+      throw Error(where_ + ": cannot mmap: " + safetensors_detail::errno_string(err));
     map_ = static_cast<const std::byte*>(p);
     map_size_ = static_cast<std::size_t>(size);
   }
@@ -433,13 +434,15 @@ class SafetensorsFile {
       throw Error(where_ + ": header length " + std::to_string(n) + " exceeds the limit of " +
                   std::to_string(d::kMaxHeaderBytes) + " bytes");
     }
-    const std::string_view text(reinterpret_cast<const char*>(map_ + 8), static_cast<std::size_t>(n));
+    const std::string_view text(reinterpret_cast<const char*>(map_ + 8),
+                                static_cast<std::size_t>(n));
     const std::byte* data = map_ + 8 + n;
     const std::uint64_t data_size = available - n;
 
     const json header = d::parse_json_strict(text, where_, "header");
     if (!header.is_object()) {
-      throw Error(where_ + ": header is not a JSON object (it is " + std::string(header.type_name()) + ")");
+      throw Error(where_ + ": header is not a JSON object (it is " +
+                  std::string(header.type_name()) + ")");
     }
 
     struct Range {
@@ -481,7 +484,8 @@ class SafetensorsFile {
       bool overflow = false;
       for (std::size_t i = 0; i < sh->size(); ++i) {
         std::uint64_t dim = 0;
-        if (!d::json_to_u64((*sh)[i], static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+        if (!d::json_to_u64((*sh)[i],
+                            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
                             dim)) {
           throw Error(at + ": shape[" + std::to_string(i) + "] = " + (*sh)[i].dump() +
                       " is not a non-negative 64-bit integer");
@@ -497,7 +501,8 @@ class SafetensorsFile {
       }
       if (overflow || numel > std::numeric_limits<std::uint64_t>::max() / esize ||
           numel > std::numeric_limits<std::size_t>::max()) {
-        throw Error(at + ": shape " + d::shape_string(t.shape) + " overflows: element count too large");
+        throw Error(at + ": shape " + d::shape_string(t.shape) +
+                    " overflows: element count too large");
       }
       t.numel = static_cast<std::size_t>(numel);
       const std::uint64_t nbytes = numel * esize;
@@ -512,7 +517,8 @@ class SafetensorsFile {
           !d::json_to_u64((*off)[1], std::numeric_limits<std::uint64_t>::max(), end)) {
         throw Error(at + ": data_offsets " + off->dump() + " are not non-negative integers");
       }
-      const std::string offsets = "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+      const std::string offsets =
+          "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
       if (begin > end) throw Error(at + ": " + offsets + " has begin > end");
       if (end > data_size) {
         throw Error(at + ": " + offsets + " out of bounds: the data section has " +
@@ -537,9 +543,9 @@ class SafetensorsFile {
       const Range& cur = ranges[i];
       if (cur.begin < prev.end) {
         throw Error(where_ + ": tensor " + d::quoted(parsed[cur.slot].name) + " (data_offsets [" +
-                    std::to_string(cur.begin) + ", " + std::to_string(cur.end) + "]) overlaps tensor " +
-                    d::quoted(parsed[prev.slot].name) + " (data_offsets [" + std::to_string(prev.begin) +
-                    ", " + std::to_string(prev.end) + "])");
+                    std::to_string(cur.begin) + ", " + std::to_string(cur.end) +
+                    "]) overlaps tensor " + d::quoted(parsed[prev.slot].name) + " (data_offsets [" +
+                    std::to_string(prev.begin) + ", " + std::to_string(prev.end) + "])");
       }
     }
     tensors_.reserve(parsed.size());
@@ -625,7 +631,8 @@ inline void write_all(int fd, const void* buf, std::size_t len, const std::strin
 // Writes `tensors` (in the given order) and `metadata` to `path`. Atomic: the bytes go to
 // "<path>.tmp", are fsynced, then renamed over `path`; on any failure the temporary file is
 // removed and an existing `path` is left untouched.
-inline void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+inline void write_safetensors(const std::filesystem::path& path,
+                              const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
   namespace d = safetensors_detail;
   using nlohmann::json;
@@ -652,7 +659,8 @@ inline void write_safetensors(const std::filesystem::path& path, const std::vect
       const auto u = static_cast<std::uint64_t>(dim);
       if (u != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 8 / u) {
         if (std::find(t.shape.begin(), t.shape.end(), 0) == t.shape.end()) {
-          throw Error(at + ": shape " + d::shape_string(t.shape) + " overflows: element count too large");
+          throw Error(at + ": shape " + d::shape_string(t.shape) +
+                      " overflows: element count too large");
         }
         numel = 0;
         break;
@@ -664,7 +672,8 @@ inline void write_safetensors(const std::filesystem::path& path, const std::vect
                   " elements but data holds " + std::to_string(t.data.size()));
     }
     const std::uint64_t nbytes = numel * d::dtype_size(t.dtype);
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text = header.dump();
@@ -687,7 +696,8 @@ inline void write_safetensors(const std::filesystem::path& path, const std::vect
     for (std::size_t i = 0; i < t.data.size(); i += kChunk) {
       const std::size_t m = std::min(kChunk, t.data.size() - i);
       buf.resize(m);
-      for (std::size_t j = 0; j < m; ++j) buf[j] = half ? f32_to_f16(t.data[i + j]) : f32_to_bf16(t.data[i + j]);
+      for (std::size_t j = 0; j < m; ++j)
+        buf[j] = half ? f32_to_f16(t.data[i + j]) : f32_to_bf16(t.data[i + j]);
       d::write_all(tmp.fd, buf.data(), m * 2, tmp.path);
     }
   }

@@ -21,13 +21,15 @@ namespace emergent::attention_head {
 namespace detail {
 
 // dst [16, T] columns t0..t0+count <- src rows t0..t0+count (16 floats each, `stride` apart).
-inline void transpose_block(const float* src, std::int64_t stride, float* dst, int T, int t0, int count) {
+inline void transpose_block(const float* src, std::int64_t stride, float* dst, int T, int t0,
+                            int count) {
   __m512 rows[16];
   for (int i = 0; i < 16; ++i)
     rows[i] = i < count ? _mm512_loadu_ps(src + (t0 + i) * stride) : _mm512_setzero_ps();
   avx512::transpose16(rows);
   const __mmask16 mask = avx512::lanes_below(count);
-  for (int d = 0; d < 16; ++d) _mm512_mask_storeu_ps(dst + static_cast<std::int64_t>(d) * T + t0, mask, rows[d]);
+  for (int d = 0; d < 16; ++d)
+    _mm512_mask_storeu_ps(dst + static_cast<std::int64_t>(d) * T + t0, mask, rows[d]);
 }
 
 }  // namespace detail

@@ -103,14 +103,17 @@ class DotAttention {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
       const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head, acts.v + head,
-                                   T <= kDirectMaxLength ? acts.kt + head : nullptr,
+      attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head,
+                                   acts.v + head, T <= kDirectMaxLength ? acts.kt + head : nullptr,
                                    T <= kDirectMaxLength ? acts.vt + head : nullptr);
-      const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head, acts.vt + head};
+      const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head,
+                          acts.vt + head};
       Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
       Real* out = acts.heads + b * T * D + h * Dh;
-      if (T <= kDirectMaxLength) short_forward(in, att, out, T, scale, ctx);
-      else long_forward(in, att, out, T, scale, ctx);
+      if (T <= kDirectMaxLength)
+        short_forward(in, att, out, T, scale, ctx);
+      else
+        long_forward(in, att, out, T, scale, ctx);
     });
     nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
   }
@@ -126,12 +129,16 @@ class DotAttention {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
       const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head, acts.vt + head};
+      const HeadInputs in{acts.q + head, acts.k + head, acts.v + head, acts.kt + head,
+                          acts.vt + head};
       const Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
       const Real* d_out = acts.d_heads + b * T * D + h * Dh;
-      if (T <= kDirectMaxLength) short_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
-      else long_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
-      attention_head::merge_gradients<D, Dh>(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head, acts.d_k + head, acts.d_v + head);
+      if (T <= kDirectMaxLength)
+        short_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
+      else
+        long_backward(in, att, d_out, acts.d_q + head, acts.d_k + head, acts.d_v + head, T, scale);
+      attention_head::merge_gradients<D, Dh>(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head,
+                                             acts.d_k + head, acts.d_v + head);
     });
     nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
                         params + qkv_weight, B * T, D, 3 * D);
@@ -168,7 +175,8 @@ class DotAttention {
     RowArrayMap visible(row, i + 1);
     visible *= scale;
     if (ctx.bias_pattern)
-      visible += ctx.bias_strength * ConstRowArrayMap(ctx.bias_pattern + static_cast<std::size_t>(i) * T, i + 1);
+      visible += ctx.bias_strength *
+                 ConstRowArrayMap(ctx.bias_pattern + static_cast<std::size_t>(i) * T, i + 1);
     visible = (visible - visible.maxCoeff()).exp();  // Eigen's vectorised exp
     visible *= Real(1) / visible.sum();
     std::fill(row + i + 1, row + T, Real(0));
@@ -198,8 +206,8 @@ class DotAttention {
   }
 
   // dq, dk, dv [T, d_head] of one head from d_out (rows of stride D).
-  static void direct_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk,
-                              Real* dv, int T, Real scale) {
+  static void direct_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq,
+                              Real* dk, Real* dv, int T, Real scale) {
     std::fill(dk, dk + T * Dh, Real(0));
     std::fill(dv, dv + T * Dh, Real(0));
     Real d_att[kDirectMaxLength];
@@ -237,17 +245,18 @@ class DotAttention {
                             const MixerContext<Real>& ctx) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<Real, float> && short_causal_attention::supports<Dh>)
-      return short_causal_attention::forward<Dh>(in.q, in.kt, in.v, att, out, D, T, scale, ctx.bias_pattern,
-                                                 ctx.bias_strength);
+      return short_causal_attention::forward<Dh>(in.q, in.kt, in.v, att, out, D, T, scale,
+                                                 ctx.bias_pattern, ctx.bias_strength);
 #endif
     direct_forward(in, att, out, T, scale, ctx);
   }
 
-  static void short_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk, Real* dv,
-                             int T, Real scale) {
+  static void short_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq,
+                             Real* dk, Real* dv, int T, Real scale) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<Real, float> && short_causal_attention::supports<Dh>)
-      return short_causal_attention::backward<Dh>(in.q, in.k, in.vt, att, d_out, D, dq, dk, dv, T, scale);
+      return short_causal_attention::backward<Dh>(in.q, in.k, in.vt, att, d_out, D, dq, dk, dv, T,
+                                                  scale);
 #endif
     direct_backward(in, att, d_out, dq, dk, dv, T, scale);
   }
@@ -257,17 +266,18 @@ class DotAttention {
                            const MixerContext<Real>& ctx) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<Real, float> && long_causal_attention::supports<Dh>)
-      return long_causal_attention::forward<Dh>(in.q, in.k, in.v, att, out, D, T, scale, ctx.bias_pattern,
-                                                ctx.bias_strength);
+      return long_causal_attention::forward<Dh>(in.q, in.k, in.v, att, out, D, T, scale,
+                                                ctx.bias_pattern, ctx.bias_strength);
 #endif
     blocked_forward(in, att, out, T, scale, ctx);
   }
 
-  static void long_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk, Real* dv,
-                            int T, Real scale) {
+  static void long_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq,
+                            Real* dk, Real* dv, int T, Real scale) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<Real, float> && long_causal_attention::supports<Dh>)
-      return long_causal_attention::backward<Dh>(in.q, in.k, in.v, att, d_out, D, dq, dk, dv, T, scale);
+      return long_causal_attention::backward<Dh>(in.q, in.k, in.v, att, d_out, D, dq, dk, dv, T,
+                                                 scale);
 #endif
     blocked_backward(in, att, d_out, dq, dk, dv, T, scale);
   }
@@ -282,13 +292,14 @@ class DotAttention {
       // Scores of this query block, written in place into att rows [i0, i0+rows).
       StridedHeadMap A(att + static_cast<std::size_t>(i0) * T, rows, keys, Stride(T, 1));
       A.noalias() = Q.middleRows(i0, rows) * K.topRows(keys).transpose();
-      for (int r = 0; r < rows; ++r) softmax_row(att + static_cast<std::size_t>(i0 + r) * T, i0 + r, T, scale, ctx);
+      for (int r = 0; r < rows; ++r)
+        softmax_row(att + static_cast<std::size_t>(i0 + r) * T, i0 + r, T, scale, ctx);
       O.middleRows(i0, rows).noalias() = A * V.topRows(keys);
     }
   }
 
-  static void blocked_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq, Real* dk,
-                               Real* dv, int T, Real scale) {
+  static void blocked_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq,
+                               Real* dk, Real* dv, int T, Real scale) {
     const ConstHeadMap Q(in.q, T, Dh), K(in.k, T, Dh), V(in.v, T, Dh);
     const ConstStridedHeadMap dO(d_out, T, Dh, Stride(D, 1));
     HeadMap dQ(dq, T, Dh), dK(dk, T, Dh), dV(dv, T, Dh);

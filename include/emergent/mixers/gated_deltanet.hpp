@@ -164,21 +164,24 @@ struct GatedDeltaRule {
   }
 
   // o [T, K] from the tokens; h: the state before (in) and after (out) the sequence.
-  static void recurrent_forward(const Real* q, const Real* k, const Real* v, const Real* g, const Real* beta,
-                                int T, Real* o, Real* h) {
+  static void recurrent_forward(const Real* q, const Real* k, const Real* v, const Real* g,
+                                const Real* beta, int T, Real* o, Real* h) {
     for (int t = 0; t < T; ++t) step(q + t * K, k + t * K, v + t * K, g[t], beta[t], h, o + t * K);
   }
 
   // The same through the chunkwise form (header of gated_deltanet.hpp, notes §A2.3), chunks of
   // `chunk` tokens (1..kMaxChunk). chunk_states, when not null, receives the state entering
   // each chunk [ceil(T / chunk), K, K], which the backward starts its recomputation from.
-  static void chunked_forward(const Real* q, const Real* k, const Real* v, const Real* g, const Real* beta,
-                              int T, int chunk, Real* o, Real* h, Real* chunk_states) {
-    require(chunk >= 1 && chunk <= kMaxChunk, "GatedDeltaRule::chunked_forward", "chunk must be in 1..64");
+  static void chunked_forward(const Real* q, const Real* k, const Real* v, const Real* g,
+                              const Real* beta, int T, int chunk, Real* o, Real* h,
+                              Real* chunk_states) {
+    require(chunk >= 1 && chunk <= kMaxChunk, "GatedDeltaRule::chunked_forward",
+            "chunk must be in 1..64");
     const int C = chunk;
     // v_new [C, K]; keys transposed [K, C]; per row r: decay Gamma_r., beta_r (k_r . k_s) Gamma_rs
     // (s < r) and (q_r . k_s) Gamma_rs (s <= r), each [C, C]; coefficients [C].
-    std::vector<Real> buffer(static_cast<std::size_t>(2) * C * K + static_cast<std::size_t>(3) * C * C + C);
+    std::vector<Real> buffer(static_cast<std::size_t>(2) * C * K +
+                             static_cast<std::size_t>(3) * C * C + C);
     Real* v_new = buffer.data();
     Real* kt = v_new + C * K;
     Real* decay = kt + C * K;
@@ -223,20 +226,22 @@ struct GatedDeltaRule {
           sr[s] = qk[s] * dr[s];
         }
       }
-      // Right-hand side beta_r (v_r - gamma_r h0^T k_r) and the inter-chunk output gamma_r h0^T q_r,
-      // with gamma_r = exp(G_r) (G_r a cumsum of same-sign terms from the chunk start).
+      // Right-hand side beta_r (v_r - gamma_r h0^T k_r) and the inter-chunk output gamma_r h0^T
+      // q_r, with gamma_r = exp(G_r) (G_r a cumsum of same-sign terms from the chunk start).
       Real G = 0;
       for (int r = 0; r < n; ++r) {
         G += g[c0 + r];
         const Real gamma = std::exp(G);
-        RowMap(v_new + r * K) = b[r] * (ConstRowMap(V + r * K) - gamma * combine_rows(Kc + r * K, 1, h, K));
+        RowMap(v_new + r * K) =
+            b[r] * (ConstRowMap(V + r * K) - gamma * combine_rows(Kc + r * K, 1, h, K));
         RowMap(o + static_cast<std::size_t>(c0 + r) * K) = gamma * combine_rows(Q + r * K, 1, h, K);
       }
       // Forward substitution with I + L (the UT transform), row by row; row r of V_new is final
       // once the rows above are, so its intra-chunk output term follows at once.
       for (int r = 0; r < n; ++r) {
         RowMap(v_new + r * K) -= combine_rows(lower + r * C, 1, v_new, r);
-        RowMap(o + static_cast<std::size_t>(c0 + r) * K) += combine_rows(scores + r * C, 1, v_new, r + 1);
+        RowMap(o + static_cast<std::size_t>(c0 + r) * K) +=
+            combine_rows(scores + r * C, 1, v_new, r + 1);
       }
       // State leaving the chunk: gamma_n h0 + sum_s Gamma_{n-1,s} k_s v_new_s^T, row by row.
       const Real* last = decay + (n - 1) * C;
@@ -252,16 +257,17 @@ struct GatedDeltaRule {
   // Sequential backward (header, notes §A2.4(a)) from zero initial and final-state gradients:
   // dq, dk, dv [T, K], dg, dbeta [T] (overwritten) from d_o [T, K], recomputing the states of
   // each chunk from chunk_states (as chunked_forward wrote them with the same `chunk`).
-  static void backward(const Real* q, const Real* k, const Real* v, const Real* g, const Real* beta, int T,
-                       int chunk, const Real* chunk_states, const Real* d_o, Real* dq, Real* dk, Real* dv,
-                       Real* dg, Real* dbeta) {
+  static void backward(const Real* q, const Real* k, const Real* v, const Real* g, const Real* beta,
+                       int T, int chunk, const Real* chunk_states, const Real* d_o, Real* dq,
+                       Real* dk, Real* dv, Real* dg, Real* dbeta) {
     require(chunk >= 1, "GatedDeltaRule::backward", "chunk must be at least 1");
     using MatMap = Eigen::Map<Mat>;
     using ConstMatMap = Eigen::Map<const Mat>;
     using VecMap = Eigen::Map<Vec>;
     using ConstVecMap = Eigen::Map<const Vec>;
     // states [chunk + 1, K, K]: states[i] = h before token c0 + i; dh [K, K]; u [chunk, K].
-    std::vector<Real> buffer(static_cast<std::size_t>(chunk + 2) * K * K + static_cast<std::size_t>(chunk) * K);
+    std::vector<Real> buffer(static_cast<std::size_t>(chunk + 2) * K * K +
+                             static_cast<std::size_t>(chunk) * K);
     Real* states = buffer.data();
     MatMap dh(states + static_cast<std::size_t>(chunk + 1) * K * K);
     Real* us = dh.data() + K * K;
@@ -269,8 +275,8 @@ struct GatedDeltaRule {
     const int chunks = (T + chunk - 1) / chunk;
     for (int c = chunks - 1; c >= 0; --c) {
       const int c0 = c * chunk, n = std::min(chunk, T - c0);
-      std::copy(chunk_states + static_cast<std::size_t>(c) * K * K, chunk_states + static_cast<std::size_t>(c + 1) * K * K,
-                states);
+      std::copy(chunk_states + static_cast<std::size_t>(c) * K * K,
+                chunk_states + static_cast<std::size_t>(c + 1) * K * K, states);
       for (int i = 0; i < n; ++i) {
         Real* next = states + static_cast<std::size_t>(i + 1) * K * K;
         std::copy(states + static_cast<std::size_t>(i) * K * K, next, next);
@@ -280,7 +286,8 @@ struct GatedDeltaRule {
       }
       for (int i = n - 1; i >= 0; --i) {
         const int t = c0 + i;
-        const ConstMatMap prev(states + static_cast<std::size_t>(i) * K * K), cur(prev.data() + K * K);
+        const ConstMatMap prev(states + static_cast<std::size_t>(i) * K * K),
+            cur(prev.data() + K * K);
         const ConstVecMap qt(q + t * K), kt(k + t * K), dot(d_o + t * K), u(us + i * K);
         const Real alpha = std::exp(g[t]), b = beta[t];
         VecMap(dq + t * K).noalias() = cur.lazyProduct(dot);  // inline, not Eigen's GEMV call
@@ -304,10 +311,10 @@ class GatedDeltaNet {
   using Real = RealT;
   static constexpr std::string_view name = "gated_deltanet";
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
-  static constexpr int kConv = 4;    // short-conv kernel (FLA conv_size)
-  static constexpr int kChunk = 16;  // chunk length of the training forward
-  static constexpr double kL2Eps = 1e-6;        // FLA l2norm eps
-  static constexpr double kNormEps = 1e-5;      // FLA norm_eps of FusedRMSNormGated
+  static constexpr int kConv = 4;                // short-conv kernel (FLA conv_size)
+  static constexpr int kChunk = 16;              // chunk length of the training forward
+  static constexpr double kL2Eps = 1e-6;         // FLA l2norm eps
+  static constexpr double kNormEps = 1e-5;       // FLA norm_eps of FusedRMSNormGated
   static constexpr double kMinLogDecay = -1000;  // g clamp: exp(-1000) == 0 in float and double
   using Rule = GatedDeltaRule<Real, Dh>;
   static_assert(kChunk <= Rule::kMaxChunk);
@@ -360,18 +367,20 @@ class GatedDeltaNet {
     Real* states = nullptr;  // [B, H, chunks, Dh, Dh] state entering each chunk
     Real* heads = nullptr;   // [B*T, D] normed, gated heads: input of o_proj
     // Backward scratch.
-    Real* d_heads = nullptr;                                   // [B*T, D]
-    Real *d_q_pre = nullptr, *d_k_pre = nullptr, *d_v_pre = nullptr, *d_g_pre = nullptr;  // [B*T, D]
-    Real *d_a_pre = nullptr, *d_b_pre = nullptr;               // [B*T, H]
+    Real* d_heads = nullptr;  // [B*T, D]
+    Real *d_q_pre = nullptr, *d_k_pre = nullptr, *d_v_pre = nullptr,
+         *d_g_pre = nullptr;                                              // [B*T, D]
+    Real *d_a_pre = nullptr, *d_b_pre = nullptr;                          // [B*T, H]
     Real *d_o = nullptr, *d_q = nullptr, *d_k = nullptr, *d_v = nullptr;  // [B, H, T, Dh]
-    Real *d_g = nullptr, *d_beta = nullptr;                    // [B, H, T]
-    Real* d_conv = nullptr;                                    // [B, 3, D, kConv] per-sequence partials
-    Real* d_norm = nullptr;                                    // [B, H, Dh] per-(sequence, head) partials
-    Real *d_a_log = nullptr, *d_dt_bias = nullptr;             // [B, H]
+    Real *d_g = nullptr, *d_beta = nullptr;                               // [B, H, T]
+    Real* d_conv = nullptr;                         // [B, 3, D, kConv] per-sequence partials
+    Real* d_norm = nullptr;                         // [B, H, Dh] per-(sequence, head) partials
+    Real *d_a_log = nullptr, *d_dt_bias = nullptr;  // [B, H]
   };
 
   static void carve(Arena<Real>& arena, Activations& acts, int batch, int length) {
-    const std::size_t N = static_cast<std::size_t>(batch) * length, BH = static_cast<std::size_t>(batch) * H;
+    const std::size_t N = static_cast<std::size_t>(batch) * length,
+                      BH = static_cast<std::size_t>(batch) * H;
     acts.q_pre = arena.take(N * D);
     acts.k_pre = arena.take(N * D);
     acts.v_pre = arena.take(N * D);
@@ -410,7 +419,9 @@ class GatedDeltaNet {
   static void init(Real* params, std::uint64_t seed, std::size_t base, int /*layer*/) {
     const PhiloxStream stream(seed, stream_id_from_name("gated_deltanet.init"));
     // (0, 1): the 24-bit uniform shifted by half a step, so that log(A) and dt stay finite.
-    auto open_uniform = [&](std::size_t local) { return double(stream.uniform(base + local)) + 0x1.0p-25; };
+    auto open_uniform = [&](std::size_t local) {
+      return double(stream.uniform(base + local)) + 0x1.0p-25;
+    };
     for (int h = 0; h < H; ++h) {
       params[a_log + h] = Real(std::log(16.0 * open_uniform(a_log + h)));
       params[dt_bias + h] = Real(nn::initial_step_bias(open_uniform(dt_bias + h)));
@@ -418,7 +429,8 @@ class GatedDeltaNet {
   }
 
   // y[B*T,D] <- x[B*T,D]
-  static void forward(const Real* params, const Real* x, Real* y, Activations& acts, const MixerContext<Real>& ctx) {
+  static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
+                      const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, N = B * T;
     project(acts.q_pre, x, params + q_weight, N, D);
     project(acts.k_pre, x, params + k_weight, N, D);
@@ -429,7 +441,8 @@ class GatedDeltaNet {
     parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
-      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh, rows = static_cast<std::size_t>(b) * T;
+      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh,
+                        rows = static_cast<std::size_t>(b) * T;
       const std::size_t col = static_cast<std::size_t>(h) * Dh;
       Real* q = acts.q + head;
       Real* k = acts.k + head;
@@ -442,21 +455,23 @@ class GatedDeltaNet {
         g[t] = log_decay(params[a_log + h], acts.a_pre[row * H + h] + params[dt_bias + h]);
         beta[t] = sigmoid(acts.b_pre[row * H + h]);
       }
-      conv_silu_l2(acts.q_pre + rows * D + col, params + q_conv + col * kConv, T, q, Real(1) / std::sqrt(Real(Dh)));
+      conv_silu_l2(acts.q_pre + rows * D + col, params + q_conv + col * kConv, T, q,
+                   Real(1) / std::sqrt(Real(Dh)));
       conv_silu_l2(acts.k_pre + rows * D + col, params + k_conv + col * kConv, T, k, Real(1));
       conv_silu(acts.v_pre + rows * D + col, params + v_conv + col * kConv, T, v);
       std::vector<Real> state(static_cast<std::size_t>(Dh) * Dh, Real(0));  // h_{-1} = 0
       Rule::chunked_forward(q, k, v, g, beta, T, kChunk, o, state.data(),
                             acts.states + static_cast<std::size_t>(bh) * chunks(T) * Dh * Dh);
       for (int t = 0; t < T; ++t)
-        norm_gate(o + t * Dh, acts.g_pre + (rows + t) * D + col, params + norm_weight, acts.heads + (rows + t) * D + col);
+        norm_gate(o + t * Dh, acts.g_pre + (rows + t) * D + col, params + norm_weight,
+                  acts.heads + (rows + t) * D + col);
     });
     project(y, acts.heads, params + o_weight, N, D);
   }
 
   // dx[B*T,D] = dL/dx; grads += dL/dparams   <- x[B*T,D], dy[B*T,D]
-  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx, Activations& acts,
-                       const MixerContext<Real>& ctx) {
+  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
+                       Activations& acts, const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, N = B * T;
     {  // o_proj
       ConstMap dY(dy, N, D), Heads(acts.heads, N, D), Wo(params + o_weight, D, D);
@@ -467,23 +482,28 @@ class GatedDeltaNet {
     parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
       const std::int64_t b = bh / H;
       const int h = static_cast<int>(bh % H);
-      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh, rows = static_cast<std::size_t>(b) * T;
+      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh,
+                        rows = static_cast<std::size_t>(b) * T;
       const std::size_t col = static_cast<std::size_t>(h) * Dh;
       const Real *q = acts.q + head, *k = acts.k + head, *v = acts.v + head, *o = acts.o + head;
-      const Real *g = acts.g + static_cast<std::size_t>(bh) * T, *beta = acts.beta + static_cast<std::size_t>(bh) * T;
-      Real *d_o = acts.d_o + head, *d_q = acts.d_q + head, *d_k = acts.d_k + head, *d_v = acts.d_v + head;
-      Real *d_g = acts.d_g + static_cast<std::size_t>(bh) * T, *d_beta = acts.d_beta + static_cast<std::size_t>(bh) * T;
+      const Real *g = acts.g + static_cast<std::size_t>(bh) * T,
+                 *beta = acts.beta + static_cast<std::size_t>(bh) * T;
+      Real *d_o = acts.d_o + head, *d_q = acts.d_q + head, *d_k = acts.d_k + head,
+           *d_v = acts.d_v + head;
+      Real *d_g = acts.d_g + static_cast<std::size_t>(bh) * T,
+           *d_beta = acts.d_beta + static_cast<std::size_t>(bh) * T;
       // RMSNorm and output gate.
       Real* d_norm = acts.d_norm + static_cast<std::size_t>(bh) * Dh;
       std::fill(d_norm, d_norm + Dh, Real(0));
       for (int t = 0; t < T; ++t) {
         const std::size_t at = (rows + t) * D + col;
-        norm_gate_backward(o + t * Dh, acts.g_pre + at, params + norm_weight, acts.d_heads + at, d_o + t * Dh,
-                           acts.d_g_pre + at, d_norm);
+        norm_gate_backward(o + t * Dh, acts.g_pre + at, params + norm_weight, acts.d_heads + at,
+                           d_o + t * Dh, acts.d_g_pre + at, d_norm);
       }
       // The recurrence.
-      Rule::backward(q, k, v, g, beta, T, kChunk, acts.states + static_cast<std::size_t>(bh) * chunks(T) * Dh * Dh, d_o,
-                     d_q, d_k, d_v, d_g, d_beta);
+      Rule::backward(q, k, v, g, beta, T, kChunk,
+                     acts.states + static_cast<std::size_t>(bh) * chunks(T) * Dh * Dh, d_o, d_q,
+                     d_k, d_v, d_g, d_beta);
       // Gates.
       const Real A = std::exp(params[a_log + h]);
       Real d_a_log = 0, d_dt = 0;
@@ -501,12 +521,13 @@ class GatedDeltaNet {
       acts.d_dt_bias[bh] = d_dt;
       // l2 norms, SiLU and the short convs.
       Real* d_conv = acts.d_conv + static_cast<std::size_t>(b) * 3 * D * kConv + col * kConv;
-      conv_silu_l2_backward(acts.q_pre + rows * D + col, params + q_conv + col * kConv, T, d_q, true,
-                            Real(1) / std::sqrt(Real(Dh)), acts.d_q_pre + rows * D + col, d_conv);
-      conv_silu_l2_backward(acts.k_pre + rows * D + col, params + k_conv + col * kConv, T, d_k, true, Real(1),
-                            acts.d_k_pre + rows * D + col, d_conv + D * kConv);
-      conv_silu_l2_backward(acts.v_pre + rows * D + col, params + v_conv + col * kConv, T, d_v, false, Real(1),
-                            acts.d_v_pre + rows * D + col, d_conv + 2 * D * kConv);
+      conv_silu_l2_backward(acts.q_pre + rows * D + col, params + q_conv + col * kConv, T, d_q,
+                            true, Real(1) / std::sqrt(Real(Dh)), acts.d_q_pre + rows * D + col,
+                            d_conv);
+      conv_silu_l2_backward(acts.k_pre + rows * D + col, params + k_conv + col * kConv, T, d_k,
+                            true, Real(1), acts.d_k_pre + rows * D + col, d_conv + D * kConv);
+      conv_silu_l2_backward(acts.v_pre + rows * D + col, params + v_conv + col * kConv, T, d_v,
+                            false, Real(1), acts.d_v_pre + rows * D + col, d_conv + 2 * D * kConv);
     });
     // Per-sequence partial gradients, summed in a fixed order (independent of the threads).
     for (int b = 0; b < B; ++b) {
@@ -587,7 +608,8 @@ class GatedDeltaNet {
       l2_normalise(act.data() + h * Dh, Real(1) / std::sqrt(Real(Dh)), q);
       l2_normalise(act.data() + D + h * Dh, Real(1), k);
       const Real g = log_decay(params[a_log + h], ab[h] + params[dt_bias + h]);
-      Rule::step(q, k, v, g, sigmoid(ab[H + h]), state.h.data() + static_cast<std::size_t>(h) * Dh * Dh, o);
+      Rule::step(q, k, v, g, sigmoid(ab[H + h]),
+                 state.h.data() + static_cast<std::size_t>(h) * Dh * Dh, o);
       norm_gate(o, pre.data() + 3 * D + h * Dh, params + norm_weight, heads.data() + h * Dh);
     }
     project(y_t, heads.data(), params + o_weight, 1, D);
@@ -659,8 +681,8 @@ class GatedDeltaNet {
 
   // From d_out [T, Dh] (gradient of out of conv_silu_l2, or of conv_silu when !normalised):
   // d_in (row stride D, overwritten) and d_w [Dh, kConv] (accumulated). Recomputes the conv.
-  static void conv_silu_l2_backward(const Real* in, const Real* w, int T, const Real* d_out, bool normalised,
-                                    Real scale, Real* d_in, Real* d_w) {
+  static void conv_silu_l2_backward(const Real* in, const Real* w, int T, const Real* d_out,
+                                    bool normalised, Real scale, Real* d_in, Real* d_w) {
     std::vector<Real> buffer(static_cast<std::size_t>(2) * T * Dh);
     Real* d_pre = buffer.data();  // pre-activations first, then their gradients in place
     Real* sig = d_pre + T * Dh;   // sigmoid(pre)
@@ -710,8 +732,8 @@ class GatedDeltaNet {
   }
 
   // d_o and d_gate (overwritten), d_w (accumulated) from d_out, for one token of one head.
-  static void norm_gate_backward(const Real* o, const Real* gate, const Real* w, const Real* d_out, Real* d_o,
-                                 Real* d_gate, Real* d_w) {
+  static void norm_gate_backward(const Real* o, const Real* gate, const Real* w, const Real* d_out,
+                                 Real* d_o, Real* d_gate, Real* d_w) {
     const ConstHeadMap O(o), G(gate), W(w), dOut(d_out);
     const Real r = Real(1) / std::sqrt(O.square().sum() / Dh + Real(kNormEps));
     const HeadArray n = O * r, sig = Real(1) / (Real(1) + (-G).exp()), s = G * sig;

@@ -9,9 +9,10 @@
 // Forward, per tile:
 //   s_rj = scale q_r . k_j + c P_rj         16 keys per zmm: d_head broadcast FMAs over K^T,
 //                                           R rows x 32 keys of accumulators at once
-//   e_rj = exp(s_rj - max_l s_rl)           j <= i0 + r (0 after); Cephes' expf, vectorised (core/avx512.hpp)
-//   p_rj = e_rj / sum_l e_rl                written to att row i0 + r, zeros after the diagonal
-//   o_r  = (sum_j e_rj v_j) / sum_l e_rl    v_j is d_head / 16 zmm; e_rj broadcast
+//   e_rj = exp(s_rj - max_l s_rl)           j <= i0 + r (0 after); Cephes' expf, vectorised
+//   (core/avx512.hpp) p_rj = e_rj / sum_l e_rl                written to att row i0 + r, zeros
+//   after the diagonal o_r  = (sum_j e_rj v_j) / sum_l e_rl    v_j is d_head / 16 zmm; e_rj
+//   broadcast
 // Backward, per tile (dk, dv accumulate over the tiles; dq is the tile's own):
 //   dA_rj = dO_r . v_j                      as s above, over V^T
 //   ds_rj = scale p_rj (dA_rj - sum_l p_rl dA_rl)
@@ -31,11 +32,12 @@
 
 #if defined(__AVX512F__)
 
+#include <immintrin.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <immintrin.h>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -52,7 +54,9 @@ namespace detail {
 
 // Query rows per tile: the backward keeps 3 R d_head / 16 zmm (q, dO, dq of the tile) live.
 template <int Dh>
-inline constexpr int kTileRows = Dh == 16 ? 8 : Dh == 32 ? 4 : 2;
+inline constexpr int kTileRows = Dh == 16   ? 8
+                                 : Dh == 32 ? 4
+                                            : 2;
 
 using Scratch = std::vector<float, Eigen::aligned_allocator<float>>;
 
@@ -65,14 +69,16 @@ void pack_key_blocks(const float* b, int T, float* packed) {
   const int padded = round_up_16(T);
   for (int jb = 0; jb < padded; jb += 16)
     for (int l = 0; l < 16; ++l)
-      for (int d = 0; d < Dh; ++d) packed[jb * Dh + d * 16 + l] = jb + l < T ? b[(jb + l) * Dh + d] : 0.0f;
+      for (int d = 0; d < Dh; ++d)
+        packed[jb * Dh + d * 16 + l] = jb + l < T ? b[(jb + l) * Dh + d] : 0.0f;
 }
 
 // acc[r][w] = sum_d a[r][d] bt[d][j0 + 16 w + lane] for R rows of a (row stride a_stride) and W
 // blocks of 16 keys from the packed bt.
 template <int R, int W, int Dh>
-[[gnu::always_inline]] inline void rows_times_key_blocks(const float* a, std::int64_t a_stride, const float* packed,
-                                                         int j0, __m512 (&acc)[R][W]) {
+[[gnu::always_inline]] inline void rows_times_key_blocks(const float* a, std::int64_t a_stride,
+                                                         const float* packed, int j0,
+                                                         __m512 (&acc)[R][W]) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
@@ -94,8 +100,8 @@ template <int R, int W, int Dh>
 // The R x keys products a . bt of a tile, 32 keys at a time, then 16 (lanes past `keys` hold
 // products with other keys or zeros); epilogue(r, j, vector of keys j .. j+15) takes each result.
 template <int R, int Dh, class Epilogue>
-[[gnu::always_inline]] inline void sweep_keys(const float* a, std::int64_t a_stride, const float* packed, int keys,
-                                              Epilogue&& epilogue) {
+[[gnu::always_inline]] inline void sweep_keys(const float* a, std::int64_t a_stride,
+                                              const float* packed, int keys, Epilogue&& epilogue) {
   int j0 = 0;
   for (; j0 + 32 <= keys; j0 += 32) {
     __m512 acc[R][2];
@@ -119,13 +125,17 @@ template <int R, int Dh, class Epilogue>
 class AttWriter {
  public:
   AttWriter(float* att, int T)
-      : att_(att), T_(T), streaming_(T % 16 == 0 && reinterpret_cast<std::uintptr_t>(att) % 64 == 0) {}
+      : att_(att),
+        T_(T),
+        streaming_(T % 16 == 0 && reinterpret_cast<std::uintptr_t>(att) % 64 == 0) {}
 
   // Entries j .. j+15 of row i (j a multiple of 16; lanes from T on are dropped).
   void put(int i, int j, __m512 x) {
     float* at = att_ + static_cast<std::int64_t>(i) * T_ + j;
-    if (streaming_) _mm512_stream_ps(at, x);
-    else _mm512_mask_storeu_ps(at, avx512::lanes_below(T_ - j), x);
+    if (streaming_)
+      _mm512_stream_ps(at, x);
+    else
+      _mm512_mask_storeu_ps(at, avx512::lanes_below(T_ - j), x);
   }
 
   // The next `count` vectors of zeros above the diagonal, in row order.
@@ -163,7 +173,8 @@ float exponentiate_row(float* s, int visible, int padded) {
   __m512 row_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int j = 0; j < full; j += 16) row_max = _mm512_max_ps(row_max, _mm512_load_ps(s + R * j));
   if (full < visible)
-    row_max = _mm512_mask_max_ps(row_max, avx512::lanes_below(visible - full), row_max, _mm512_load_ps(s + R * full));
+    row_max = _mm512_mask_max_ps(row_max, avx512::lanes_below(visible - full), row_max,
+                                 _mm512_load_ps(s + R * full));
   const __m512 max_all = _mm512_set1_ps(_mm512_reduce_max_ps(row_max));
   __m512 total = _mm512_setzero_ps();
   int j = 0;
@@ -173,8 +184,9 @@ float exponentiate_row(float* s, int visible, int padded) {
     total = _mm512_add_ps(total, e);
   }
   if (full < visible) {
-    const __m512 e = _mm512_maskz_mov_ps(avx512::lanes_below(visible - full),
-                                         avx512::exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all)));
+    const __m512 e =
+        _mm512_maskz_mov_ps(avx512::lanes_below(visible - full),
+                            avx512::exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all)));
     _mm512_store_ps(s + R * j, e);
     total = _mm512_add_ps(total, e);
     j += 16;
@@ -187,21 +199,24 @@ float exponentiate_row(float* s, int visible, int padded) {
 // zeros_per_block vectors of zeros per 16 keys), o = P V into out.
 template <int R, int Dh>
 void forward_tile(const float* q, const float* kt_packed, const float* v, AttWriter& att,
-                  std::int64_t zeros_per_block, float* out, std::int64_t out_stride, int T, float scale,
-                  const float* bias, float bias_strength, int i0, float* scores) {
+                  std::int64_t zeros_per_block, float* out, std::int64_t out_stride, int T,
+                  float scale, const float* bias, float bias_strength, int i0, float* scores) {
   constexpr int DV = Dh / 16;
   const int keys = i0 + R, padded = round_up_16(keys);
   const __m512 scale_v = _mm512_set1_ps(scale), strength = _mm512_set1_ps(bias_strength);
-  sweep_keys<R, Dh>(q + static_cast<std::int64_t>(i0) * Dh, Dh, kt_packed, keys, [&](int r, int j, __m512 s) {
-    s = _mm512_mul_ps(s, scale_v);
-    if (bias) {
-      const float* pattern = bias + static_cast<std::int64_t>(i0 + r) * T + j;
-      s = _mm512_fmadd_ps(strength, _mm512_maskz_loadu_ps(avx512::lanes_below(T - j), pattern), s);
-    }
-    _mm512_store_ps(scores + R * j + 16 * r, s);
-  });
+  sweep_keys<R, Dh>(
+      q + static_cast<std::int64_t>(i0) * Dh, Dh, kt_packed, keys, [&](int r, int j, __m512 s) {
+        s = _mm512_mul_ps(s, scale_v);
+        if (bias) {
+          const float* pattern = bias + static_cast<std::int64_t>(i0 + r) * T + j;
+          s = _mm512_fmadd_ps(strength, _mm512_maskz_loadu_ps(avx512::lanes_below(T - j), pattern),
+                              s);
+        }
+        _mm512_store_ps(scores + R * j + 16 * r, s);
+      });
   float inverse_sum[R];
-  for (int r = 0; r < R; ++r) inverse_sum[r] = exponentiate_row<R>(scores + 16 * r, i0 + r + 1, padded);
+  for (int r = 0; r < R; ++r)
+    inverse_sum[r] = exponentiate_row<R>(scores + 16 * r, i0 + r + 1, padded);
   // Even and odd keys accumulate apart: 2 R independent chains of FMAs.
   __m512 o[2][R][DV];
 #pragma GCC unroll 2
@@ -213,7 +228,8 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
   auto accumulate = [&](int h, const float* e, int j) {
     __m512 vj[DV];
 #pragma GCC unroll 4
-    for (int u = 0; u < DV; ++u) vj[u] = _mm512_loadu_ps(v + static_cast<std::int64_t>(j) * Dh + 16 * u);
+    for (int u = 0; u < DV; ++u)
+      vj[u] = _mm512_loadu_ps(v + static_cast<std::int64_t>(j) * Dh + 16 * u);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 er = _mm512_set1_ps(e[16 * r]);
@@ -227,31 +243,35 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
     const float* block = scores + R * jb;
     for (int r = 0; r < R; ++r)
       if (jb <= i0 + r)
-        att.put(i0 + r, jb, _mm512_mul_ps(_mm512_load_ps(block + 16 * r), _mm512_set1_ps(inverse_sum[r])));
+        att.put(i0 + r, jb,
+                _mm512_mul_ps(_mm512_load_ps(block + 16 * r), _mm512_set1_ps(inverse_sum[r])));
     att.zeros(zeros_per_block);
     const int count = std::min(16, keys - jb);
     int l = 0;
-    for (; l + 2 <= count; l += 2) accumulate(0, block + l, jb + l), accumulate(1, block + l + 1, jb + l + 1);
+    for (; l + 2 <= count; l += 2)
+      accumulate(0, block + l, jb + l), accumulate(1, block + l + 1, jb + l + 1);
     if (l < count) accumulate(0, block + l, jb + l);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u)
-      _mm512_storeu_ps(out + (i0 + r) * out_stride + 16 * u,
-                       _mm512_mul_ps(_mm512_add_ps(o[0][r][u], o[1][r][u]), _mm512_set1_ps(inverse_sum[r])));
+      _mm512_storeu_ps(
+          out + (i0 + r) * out_stride + 16 * u,
+          _mm512_mul_ps(_mm512_add_ps(o[0][r][u], o[1][r][u]), _mm512_set1_ps(inverse_sum[r])));
 }
 
 // Query rows i0 .. i0+R-1 of the backward. scratch [keys/16][2R][16]: dA then dS of row r at
 // 16 r of each block, p of row r at 16 (R + r).
 template <int R, int Dh>
-void backward_tile(const float* q, const float* k, const float* vt_packed, const float* att, const float* d_out,
-                   std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale, int i0,
-                   float* scratch) {
+void backward_tile(const float* q, const float* k, const float* vt_packed, const float* att,
+                   const float* d_out, std::int64_t d_out_stride, float* dq, float* dk, float* dv,
+                   int T, float scale, int i0, float* scratch) {
   constexpr int DV = Dh / 16;
   const int keys = i0 + R;
-  sweep_keys<R, Dh>(d_out + i0 * d_out_stride, d_out_stride, vt_packed, keys,
-                    [&](int r, int j, __m512 da) { _mm512_store_ps(scratch + 2 * R * j + 16 * r, da); });
+  sweep_keys<R, Dh>(
+      d_out + i0 * d_out_stride, d_out_stride, vt_packed, keys,
+      [&](int r, int j, __m512 da) { _mm512_store_ps(scratch + 2 * R * j + 16 * r, da); });
   // p from att (0 from `keys` on: masked loads; att row i0+r is 0 above the diagonal), so dS is 0
   // there whatever dA holds.
   const __m512 scale_v = _mm512_set1_ps(scale);
@@ -291,7 +311,9 @@ void backward_tile(const float* q, const float* k, const float* vt_packed, const
   const int rows_ahead = std::min(R, T - keys);
   for (int jb = 0; jb < keys; jb += 16) {
     for (int r = 0; r < rows_ahead; ++r)
-      _mm_prefetch(reinterpret_cast<const char*>(att + static_cast<std::int64_t>(keys + r) * T + jb), _MM_HINT_T0);
+      _mm_prefetch(
+          reinterpret_cast<const char*>(att + static_cast<std::int64_t>(keys + r) * T + jb),
+          _MM_HINT_T0);
     const int count = std::min(16, keys - jb);
     for (int l = 0; l < count; ++l) {
       const float* at = scratch + 2 * R * jb + l;
@@ -299,7 +321,8 @@ void backward_tile(const float* q, const float* k, const float* vt_packed, const
       __m512 kj[DV], dkj[DV], dvj[DV];
 #pragma GCC unroll 4
       for (int u = 0; u < DV; ++u)
-        kj[u] = _mm512_loadu_ps(k + j * Dh + 16 * u), dkj[u] = _mm512_setzero_ps(), dvj[u] = _mm512_setzero_ps();
+        kj[u] = _mm512_loadu_ps(k + j * Dh + 16 * u), dkj[u] = _mm512_setzero_ps(),
+        dvj[u] = _mm512_setzero_ps();
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512 ds = _mm512_set1_ps(at[16 * r]), p = _mm512_set1_ps(at[16 * (R + r)]);
@@ -338,22 +361,25 @@ void over_row_tiles(int begin, int T, Tile&& tile) {
 // One head: q, k, v [T, Dh] contiguous; att [T, T] (row i: softmax over j <= i, zeros after);
 // out rows of stride out_stride. bias: [T, T] pattern or null.
 template <int Dh>
-void forward(const float* q, const float* k, const float* v, float* att, float* out, std::int64_t out_stride, int T,
-             float scale, const float* bias, float bias_strength) {
+void forward(const float* q, const float* k, const float* v, float* att, float* out,
+             std::int64_t out_stride, int T, float scale, const float* bias, float bias_strength) {
   static_assert(supports<Dh>);
   constexpr int R = detail::kTileRows<Dh>;
   const int padded = detail::round_up_16(T);
-  detail::Scratch kt_packed(static_cast<std::size_t>(padded) * Dh), scores(static_cast<std::size_t>(padded) * R);
+  detail::Scratch kt_packed(static_cast<std::size_t>(padded) * Dh),
+      scores(static_cast<std::size_t>(padded) * R);
   detail::pack_key_blocks<Dh>(k, T, kt_packed.data());
   // Zeros above the diagonal, spread evenly over the tiles' blocks of 16 keys.
   std::int64_t zero_vectors = 0, key_blocks = 0;
   for (int i = 0; i < T; ++i) zero_vectors += (T - detail::round_up_16(i + 1) + 15) / 16;
-  detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) { key_blocks += (i0 + decltype(rows)::value + 15) / 16; });
+  detail::over_row_tiles<R>(
+      0, T, [&](auto rows, int i0) { key_blocks += (i0 + decltype(rows)::value + 15) / 16; });
   const std::int64_t zeros_per_block = (zero_vectors + key_blocks - 1) / key_blocks;
   detail::AttWriter writer(att, T);
   detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) {
-    detail::forward_tile<decltype(rows)::value, Dh>(q, kt_packed.data(), v, writer, zeros_per_block, out, out_stride, T,
-                                                    scale, bias, bias_strength, i0, scores.data());
+    detail::forward_tile<decltype(rows)::value, Dh>(q, kt_packed.data(), v, writer, zeros_per_block,
+                                                    out, out_stride, T, scale, bias, bias_strength,
+                                                    i0, scores.data());
   });
   writer.finish();
 }
@@ -366,13 +392,14 @@ void backward(const float* q, const float* k, const float* v, const float* att, 
   static_assert(supports<Dh>);
   constexpr int R = detail::kTileRows<Dh>;
   const int padded = detail::round_up_16(T);
-  detail::Scratch vt_packed(static_cast<std::size_t>(padded) * Dh), scratch(static_cast<std::size_t>(padded) * 2 * R);
+  detail::Scratch vt_packed(static_cast<std::size_t>(padded) * Dh),
+      scratch(static_cast<std::size_t>(padded) * 2 * R);
   detail::pack_key_blocks<Dh>(v, T, vt_packed.data());
   std::memset(dk, 0, sizeof(float) * T * Dh);
   std::memset(dv, 0, sizeof(float) * T * Dh);
   detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) {
-    detail::backward_tile<decltype(rows)::value, Dh>(q, k, vt_packed.data(), att, d_out, d_out_stride, dq, dk, dv, T,
-                                                     scale, i0, scratch.data());
+    detail::backward_tile<decltype(rows)::value, Dh>(
+        q, k, vt_packed.data(), att, d_out, d_out_stride, dq, dk, dv, T, scale, i0, scratch.data());
   });
 }
 

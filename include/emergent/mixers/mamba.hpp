@@ -23,7 +23,8 @@
 //   ddelta[t,e] = sum_n G (Bm[t,n] u[t,e] + A[e,n] exp(delta A) h[t-1,e,n])
 //   dA[e,n]  = sum_t G delta exp(delta A) h[t-1],  dA_log = dA * A,  dDskip = sum_t dy u
 //   d(dl dt_proj^T + dt_b) = ddelta * sigmoid(.),  then the Linear backwards, and
-//   dc = du SiLU'(c),  dxc[s,e] = sum_j conv_w[e,j] dc[s+K-1-j, e],  dconv_w[e,j] = sum_t dc[t,e] xc[t-K+1+j,e].
+//   dc = du SiLU'(c),  dxc[s,e] = sum_j conv_w[e,j] dc[s+K-1-j, e],  dconv_w[e,j] = sum_t dc[t,e]
+//   xc[t-K+1+j,e].
 //
 // Parameters (names as Mamba's state dict; conv1d.weight is stored [E, K], PyTorch's [E, 1, K]):
 //   in_proj.weight [2E,D]   Linear default, no bias (Mamba's bias=False)
@@ -52,8 +53,9 @@
 // token); the backward re-runs the scan of each chunk from its checkpoint, then walks it in
 // reverse. Per token the forward keeps 8E + P + EN/16 values and the backward adds 5E + P +
 // 2N E/W of scratch: 9.4 KB + 6.3 KB in float at D = 128 (attention's T x T probabilities
-// alone are 4 H T bytes per token, 32 KB at T = 1024). Reductions over channels (dBm, dCm) and over sequences (dA_log, D) go through
-// per-block partial buffers summed in a fixed order, so results do not depend on thread count.
+// alone are 4 H T bytes per token, 32 KB at T = 1024). Reductions over channels (dBm, dCm) and over
+// sequences (dA_log, D) go through per-block partial buffers summed in a fixed order, so results do
+// not depend on thread count.
 #pragma once
 
 #include <Eigen/Core>
@@ -81,12 +83,13 @@ class MambaMixer {
   using Real = RealT;
   static constexpr std::string_view name = "mamba";
   static constexpr int D = S.d_model;
-  static constexpr int E = Expand * D;        // d_inner
-  static constexpr int N = StateSize;         // d_state
-  static constexpr int K = ConvWidth;         // d_conv
-  static constexpr int R = (D + 15) / 16;     // dt_rank "auto" = ceil(D / 16)
-  static constexpr int P = R + 2 * N;         // x_proj width: [dl | Bm | Cm]
-  static_assert(N >= 1 && Expand >= 1 && K >= 1, "Mamba: d_state, expand and d_conv must be positive");
+  static constexpr int E = Expand * D;     // d_inner
+  static constexpr int N = StateSize;      // d_state
+  static constexpr int K = ConvWidth;      // d_conv
+  static constexpr int R = (D + 15) / 16;  // dt_rank "auto" = ceil(D / 16)
+  static constexpr int P = R + 2 * N;      // x_proj width: [dl | Bm | Cm]
+  static_assert(N >= 1 && Expand >= 1 && K >= 1,
+                "Mamba: d_state, expand and d_conv must be positive");
 
   // Mamba's dt init range (mamba_simple.py; nn/softplus.hpp draws from it).
   static constexpr double dt_min = nn::kStepSizeMin, dt_max = nn::kStepSizeMax;
@@ -116,29 +119,34 @@ class MambaMixer {
   // the states inside a chunk from there.
   static constexpr int kTimeChunk = 16;
   // Channels per scan work item, vectorised: the largest of 32, 16, ..., 1 that divides E.
-  static constexpr int W = E % 32 == 0 ? 32 : E % 16 == 0 ? 16 : E % 8 == 0 ? 8 : E % 4 == 0 ? 4 : E % 2 == 0 ? 2 : 1;
+  static constexpr int W = E % 32 == 0   ? 32
+                           : E % 16 == 0 ? 16
+                           : E % 8 == 0  ? 8
+                           : E % 4 == 0  ? 4
+                           : E % 2 == 0  ? 2
+                                         : 1;
   static constexpr int Blocks = E / W;
 
   static constexpr int time_chunks(int length) { return (length + kTimeChunk - 1) / kTimeChunk; }
 
   struct Activations {
-    Real* xz = nullptr;          // [B*T, 2E] in_proj output: xc (conv input) | z (gate)
-    Real* conv = nullptr;        // [B*T, E] conv output c, before SiLU
-    Real* u = nullptr;           // [B*T, E] SiLU(c), the scan input
-    Real* dbc = nullptr;         // [B*T, P] x_proj output: dl | Bm | Cm
-    Real* dt_pre = nullptr;      // [B*T, E] dl dt_proj^T + dt_b
-    Real* delta = nullptr;       // [B*T, E] softplus(dt_pre)
-    Real* y = nullptr;           // [B*T, E] scan output including Dskip u
-    Real* gated = nullptr;       // [B*T, E] y SiLU(z), the out_proj input
-    Real* states = nullptr;      // [B, chunks-1, N, E] h after tokens 16k-1, k = 1..chunks-1
-    Real* rates = nullptr;       // [N, E] A = -exp(A_log), transposed
-    Real* d_y = nullptr;         // [B*T, E] backward: dL/d gated, then dL/dy
-    Real* d_xz = nullptr;        // [B*T, 2E] backward: dL/dxc | dL/dz
-    Real* d_u = nullptr;         // [B*T, E] backward: dL/du, then dL/dc
-    Real* d_dt_pre = nullptr;    // [B*T, E] backward: dL/delta, then dL/dt_pre
-    Real* d_dbc = nullptr;       // [B*T, P] backward
-    Real* d_bc_partial = nullptr;  // [B, Blocks, T, 2N] dBm | dCm of each channel block
-    Real* d_a_partial = nullptr;   // [B, N, E] dA of each sequence
+    Real* xz = nullptr;              // [B*T, 2E] in_proj output: xc (conv input) | z (gate)
+    Real* conv = nullptr;            // [B*T, E] conv output c, before SiLU
+    Real* u = nullptr;               // [B*T, E] SiLU(c), the scan input
+    Real* dbc = nullptr;             // [B*T, P] x_proj output: dl | Bm | Cm
+    Real* dt_pre = nullptr;          // [B*T, E] dl dt_proj^T + dt_b
+    Real* delta = nullptr;           // [B*T, E] softplus(dt_pre)
+    Real* y = nullptr;               // [B*T, E] scan output including Dskip u
+    Real* gated = nullptr;           // [B*T, E] y SiLU(z), the out_proj input
+    Real* states = nullptr;          // [B, chunks-1, N, E] h after tokens 16k-1, k = 1..chunks-1
+    Real* rates = nullptr;           // [N, E] A = -exp(A_log), transposed
+    Real* d_y = nullptr;             // [B*T, E] backward: dL/d gated, then dL/dy
+    Real* d_xz = nullptr;            // [B*T, 2E] backward: dL/dxc | dL/dz
+    Real* d_u = nullptr;             // [B*T, E] backward: dL/du, then dL/dc
+    Real* d_dt_pre = nullptr;        // [B*T, E] backward: dL/delta, then dL/dt_pre
+    Real* d_dbc = nullptr;           // [B*T, P] backward
+    Real* d_bc_partial = nullptr;    // [B, Blocks, T, 2N] dBm | dCm of each channel block
+    Real* d_a_partial = nullptr;     // [B, N, E] dA of each sequence
     Real* d_skip_partial = nullptr;  // [B, E] dDskip of each sequence
   };
 
@@ -167,25 +175,30 @@ class MambaMixer {
   // Fills dt_proj.bias and A_log (the rest is Init::linear / Init::ones, done by Model::init).
   static void init(Real* params, std::uint64_t seed, std::size_t base, int /*layer*/) {
     for (int e = 0; e < E; ++e)
-      for (int n = 0; n < N; ++n) params[a_log + static_cast<std::size_t>(e) * N + n] = Real(std::log(double(n + 1)));
+      for (int n = 0; n < N; ++n)
+        params[a_log + static_cast<std::size_t>(e) * N + n] = Real(std::log(double(n + 1)));
     const PhiloxStream stream(seed, stream_id_from_name("mamba.init"));
-    for (int e = 0; e < E; ++e) params[dt_bias + e] = Real(nn::initial_step_bias(stream.uniform(base + dt_bias + e)));
+    for (int e = 0; e < E; ++e)
+      params[dt_bias + e] = Real(nn::initial_step_bias(stream.uniform(base + dt_bias + e)));
   }
 
   // y[B*T,D] <- x[B*T,D]
   static void forward(const Real* params, const Real* x, Real* out, Activations& acts,
                       const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, rows = B * T;
-    nn::linear_forward(acts.xz, x, params + in_weight, static_cast<const Real*>(nullptr), rows, D, 2 * E);
-    const std::array<Real, K * E> conv_w = transposed_conv_weight(params);
+    nn::linear_forward(acts.xz, x, params + in_weight, static_cast<const Real*>(nullptr), rows, D,
+                       2 * E);
+    const std::array<Real, K* E> conv_w = transposed_conv_weight(params);
     parallel_for(rows, [&](std::int64_t row) {
       conv_row(params, conv_w.data(), acts.xz, acts.conv + row * E, row, static_cast<int>(row % T));
       const ConstArrayMap c(acts.conv + row * E);
       ArrayMap(acts.u + row * E) = c / (Real(1) + (-c).exp());
     });
-    nn::linear_forward(acts.dbc, acts.u, params + x_weight, static_cast<const Real*>(nullptr), rows, E, P);
+    nn::linear_forward(acts.dbc, acts.u, params + x_weight, static_cast<const Real*>(nullptr), rows,
+                       E, P);
     MatrixMap(acts.dt_pre, rows, E).noalias() =
-        ConstStridedMap(acts.dbc, rows, R, Stride(P)) * ConstMatrixMap(params + dt_weight, E, R).transpose();
+        ConstStridedMap(acts.dbc, rows, R, Stride(P)) *
+        ConstMatrixMap(params + dt_weight, E, R).transpose();
     parallel_for(rows, [&](std::int64_t row) {
       ArrayMap pre(acts.dt_pre + row * E);
       pre += ConstArrayMap(params + dt_bias);
@@ -193,13 +206,15 @@ class MambaMixer {
     });
     decay_rates(params, acts.rates);
     parallel_for(static_cast<std::int64_t>(B) * Blocks, [&](std::int64_t item) {
-      scan_forward(params, acts, static_cast<int>(item / Blocks), static_cast<int>(item % Blocks), T);
+      scan_forward(params, acts, static_cast<int>(item / Blocks), static_cast<int>(item % Blocks),
+                   T);
     });
     parallel_for(rows, [&](std::int64_t row) {
       const ConstArrayMap z(acts.xz + row * 2 * E + E);
       ArrayMap(acts.gated + row * E) = ConstArrayMap(acts.y + row * E) * z / (Real(1) + (-z).exp());
     });
-    nn::linear_forward(out, acts.gated, params + out_weight, static_cast<const Real*>(nullptr), rows, E, D);
+    nn::linear_forward(out, acts.gated, params + out_weight, static_cast<const Real*>(nullptr),
+                       rows, E, D);
   }
 
   // dx[B*T,D] = dL/dx; grads += dL/dparams   <- x[B*T,D], dy[B*T,D]
@@ -219,7 +234,8 @@ class MambaMixer {
     // Selective scan: d_u (scan share), d_delta, and per-block partials of dBm, dCm, dA, dDskip.
     decay_rates(params, acts.rates);
     parallel_for(static_cast<std::int64_t>(B) * Blocks, [&](std::int64_t item) {
-      scan_backward(params, acts, static_cast<int>(item / Blocks), static_cast<int>(item % Blocks), T);
+      scan_backward(params, acts, static_cast<int>(item / Blocks), static_cast<int>(item % Blocks),
+                    T);
     });
     parallel_for(rows, [&](std::int64_t row) {
       const std::int64_t b = row / T, t = row % T;
@@ -233,30 +249,36 @@ class MambaMixer {
       ArrayMap(acts.d_dt_pre + row * E) /= Real(1) + (-pre).exp();  // softplus' = sigmoid
     });
     for (int b = 0; b < B; ++b) {
-      for (int e = 0; e < E; ++e) grads[d_skip + e] += acts.d_skip_partial[static_cast<std::size_t>(b) * E + e];
+      for (int e = 0; e < E; ++e)
+        grads[d_skip + e] += acts.d_skip_partial[static_cast<std::size_t>(b) * E + e];
     }
     for (int e = 0; e < E; ++e)
       for (int n = 0; n < N; ++n) {
         Real dA = 0;
-        for (int b = 0; b < B; ++b) dA += acts.d_a_partial[(static_cast<std::size_t>(b) * N + n) * E + e];
-        grads[a_log + static_cast<std::size_t>(e) * N + n] += dA * acts.rates[static_cast<std::size_t>(n) * E + e];  // dA_log = dA A
+        for (int b = 0; b < B; ++b)
+          dA += acts.d_a_partial[(static_cast<std::size_t>(b) * N + n) * E + e];
+        grads[a_log + static_cast<std::size_t>(e) * N + n] +=
+            dA * acts.rates[static_cast<std::size_t>(n) * E + e];  // dA_log = dA A
       }
     // dt_proj: d_dbc[:, :R] = d_dt_pre dt_proj; grads += d_dt_pre^T dl, column sums.
     const ConstMatrixMap d_pre(acts.d_dt_pre, rows, E);
-    StridedMap(acts.d_dbc, rows, R, Stride(P)).noalias() = d_pre * ConstMatrixMap(params + dt_weight, E, R);
-    MatrixMap(grads + dt_weight, E, R).noalias() += d_pre.transpose() * ConstStridedMap(acts.dbc, rows, R, Stride(P));
+    StridedMap(acts.d_dbc, rows, R, Stride(P)).noalias() =
+        d_pre * ConstMatrixMap(params + dt_weight, E, R);
+    MatrixMap(grads + dt_weight, E, R).noalias() +=
+        d_pre.transpose() * ConstStridedMap(acts.dbc, rows, R, Stride(P));
     VectorMap(grads + dt_bias, E) += d_pre.colwise().sum();
     // x_proj: d_u += d_dbc x_proj; grads += d_dbc^T u.
     const ConstMatrixMap d_dbc(acts.d_dbc, rows, P);
     MatrixMap(acts.d_u, rows, E).noalias() += d_dbc * ConstMatrixMap(params + x_weight, P, E);
-    MatrixMap(grads + x_weight, P, E).noalias() += d_dbc.transpose() * ConstMatrixMap(acts.u, rows, E);
+    MatrixMap(grads + x_weight, P, E).noalias() +=
+        d_dbc.transpose() * ConstMatrixMap(acts.u, rows, E);
     // SiLU, then the conv: d_u <- dL/dc; d_xz[:, :E] <- dL/dxc; conv grads per channel block.
     parallel_for(rows, [&](std::int64_t row) {
       const ConstArrayMap c(acts.conv + row * E);
       const Array s = Real(1) / (Real(1) + (-c).exp());
       ArrayMap(acts.d_u + row * E) *= s * (Real(1) + c * (Real(1) - s));
     });
-    const std::array<Real, K * E> conv_w = transposed_conv_weight(params);
+    const std::array<Real, K* E> conv_w = transposed_conv_weight(params);
     parallel_for(rows, [&](std::int64_t row) {
       const int t = static_cast<int>(row % T);
       Real* d_xc = acts.d_xz + row * 2 * E;
@@ -269,19 +291,23 @@ class MambaMixer {
         for (int e = 0; e < E; ++e) d_xc[e] += w[e] * dc[e];
       }
     });
-    parallel_for(Blocks, [&](std::int64_t block) { conv_weight_backward(grads, acts, static_cast<int>(block) * W, B, T); });
-    nn::linear_backward(dx, grads + in_weight, static_cast<Real*>(nullptr), acts.d_xz, x, params + in_weight, rows, D,
-                        2 * E);
+    parallel_for(Blocks, [&](std::int64_t block) {
+      conv_weight_backward(grads, acts, static_cast<int>(block) * W, B, T);
+    });
+    nn::linear_backward(dx, grads + in_weight, static_cast<Real*>(nullptr), acts.d_xz, x,
+                        params + in_weight, rows, D, 2 * E);
   }
 
   // Token-by-token decoding of one sequence: the last K-1 conv inputs and the SSM state.
   struct State {
-    std::vector<Real> window;  // [K-1, E] xc of the previous K-1 tokens, oldest first (0 at the start)
-    std::vector<Real> h;       // [E, N]
+    std::vector<Real>
+        window;           // [K-1, E] xc of the previous K-1 tokens, oldest first (0 at the start)
+    std::vector<Real> h;  // [E, N]
   };
 
   static State initial_state() {
-    return State{std::vector<Real>(static_cast<std::size_t>(K - 1) * E, Real(0)), std::vector<Real>(static_cast<std::size_t>(E) * N, Real(0))};
+    return State{std::vector<Real>(static_cast<std::size_t>(K - 1) * E, Real(0)),
+                 std::vector<Real>(static_cast<std::size_t>(E) * N, Real(0))};
   }
 
   // y_t[D] <- x_t[D], advancing `state` by one token.
@@ -289,12 +315,14 @@ class MambaMixer {
     std::vector<Real> xz(2 * E), u(E), dbc(P), gated(E);
     for (int o = 0; o < 2 * E; ++o) {
       Real s = 0;
-      for (int i = 0; i < D; ++i) s += params[in_weight + static_cast<std::size_t>(o) * D + i] * x_t[i];
+      for (int i = 0; i < D; ++i)
+        s += params[in_weight + static_cast<std::size_t>(o) * D + i] * x_t[i];
       xz[o] = s;
     }
     for (int e = 0; e < E; ++e) {
       Real c = params[conv_bias + e];
-      for (int j = 0; j < K - 1; ++j) c += params[conv_weight + e * K + j] * state.window[static_cast<std::size_t>(j) * E + e];
+      for (int j = 0; j < K - 1; ++j)
+        c += params[conv_weight + e * K + j] * state.window[static_cast<std::size_t>(j) * E + e];
       c += params[conv_weight + e * K + K - 1] * xz[e];
       u[e] = c / (Real(1) + std::exp(-c));
     }
@@ -304,7 +332,8 @@ class MambaMixer {
     }
     for (int o = 0; o < P; ++o) {
       Real s = 0;
-      for (int e = 0; e < E; ++e) s += params[x_weight + static_cast<std::size_t>(o) * E + e] * u[e];
+      for (int e = 0; e < E; ++e)
+        s += params[x_weight + static_cast<std::size_t>(o) * E + e] * u[e];
       dbc[o] = s;
     }
     const Real* Bm = dbc.data() + R;
@@ -327,7 +356,8 @@ class MambaMixer {
     }
     for (int o = 0; o < D; ++o) {
       Real s = 0;
-      for (int e = 0; e < E; ++e) s += params[out_weight + static_cast<std::size_t>(o) * E + e] * gated[e];
+      for (int e = 0; e < E; ++e)
+        s += params[out_weight + static_cast<std::size_t>(o) * E + e] * gated[e];
       y_t[o] = s;
     }
   }
@@ -357,8 +387,10 @@ class MambaMixer {
     return w;
   }
 
-  // c[row] = conv_b + sum_j w[j] xc[row - (K-1-j)] over taps inside the sequence (t = row's position).
-  static void conv_row(const Real* params, const Real* w, const Real* xz, Real* c, std::int64_t row, int t) {
+  // c[row] = conv_b + sum_j w[j] xc[row - (K-1-j)] over taps inside the sequence (t = row's
+  // position).
+  static void conv_row(const Real* params, const Real* w, const Real* xz, Real* c, std::int64_t row,
+                       int t) {
     std::copy(params + conv_bias, params + conv_bias + E, c);
     for (int j = 0; j < K; ++j) {
       const int back = K - 1 - j;
@@ -372,7 +404,9 @@ class MambaMixer {
   // rates [N, E] = -exp(A_log)^T: channels contiguous for the scan.
   static void decay_rates(const Real* params, Real* rates) {
     for (int e = 0; e < E; ++e)
-      for (int n = 0; n < N; ++n) rates[static_cast<std::size_t>(n) * E + e] = -std::exp(params[a_log + static_cast<std::size_t>(e) * N + n]);
+      for (int n = 0; n < N; ++n)
+        rates[static_cast<std::size_t>(n) * E + e] =
+            -std::exp(params[a_log + static_cast<std::size_t>(e) * N + n]);
   }
 
   // Checkpoint k (1 .. chunks-1): h after token k*kTimeChunk - 1, [N, E] per sequence.
@@ -384,7 +418,8 @@ class MambaMixer {
   static void scan_forward(const Real* params, const Activations& acts, int b, int block, int T) {
     const int e0 = block * W;
     Vec A[N], h[N];
-    for (int n = 0; n < N; ++n) A[n] = ConstVecMap(acts.rates + static_cast<std::size_t>(n) * E + e0);
+    for (int n = 0; n < N; ++n)
+      A[n] = ConstVecMap(acts.rates + static_cast<std::size_t>(n) * E + e0);
     for (Vec& v : h) v.setZero();
     const ConstVecMap skip(params + d_skip + e0);
     for (int t = 0; t < T; ++t) {
@@ -412,21 +447,25 @@ class MambaMixer {
   static void scan_backward(const Real* params, const Activations& acts, int b, int block, int T) {
     const int e0 = block * W;
     Vec A[N], carry[N], dA[N];
-    for (int n = 0; n < N; ++n) A[n] = ConstVecMap(acts.rates + static_cast<std::size_t>(n) * E + e0);
+    for (int n = 0; n < N; ++n)
+      A[n] = ConstVecMap(acts.rates + static_cast<std::size_t>(n) * E + e0);
     for (int n = 0; n < N; ++n) {
       carry[n].setZero();
       dA[n].setZero();
     }
     Vec d_skip_sum = Vec::Zero();
     const ConstVecMap skip(params + d_skip + e0);
-    // h[t0-1 .. t1-1] and exp(delta[t] A) of one chunk, N per token (left uninitialised: written first).
+    // h[t0-1 .. t1-1] and exp(delta[t] A) of one chunk, N per token (left uninitialised: written
+    // first).
     const std::unique_ptr<Vec[]> states(new Vec[static_cast<std::size_t>(kTimeChunk + 1) * N]);
     const std::unique_ptr<Vec[]> decays(new Vec[static_cast<std::size_t>(kTimeChunk) * N]);
     for (int k = time_chunks(T) - 1; k >= 0; --k) {
       const int t0 = k * kTimeChunk, steps = std::min(kTimeChunk, T - t0);
       for (int n = 0; n < N; ++n) {
-        if (k == 0) states[n].setZero();
-        else states[n] = ConstVecMap(checkpoint(acts, b, k, T) + static_cast<std::size_t>(n) * E + e0);
+        if (k == 0)
+          states[n].setZero();
+        else
+          states[n] = ConstVecMap(checkpoint(acts, b, k, T) + static_cast<std::size_t>(n) * E + e0);
       }
       for (int i = 0; i < steps; ++i) {
         const std::size_t row = static_cast<std::size_t>(b) * T + t0 + i;
@@ -436,7 +475,8 @@ class MambaMixer {
         for (int n = 0; n < N; ++n) {
           Vec& decay = decays[static_cast<std::size_t>(i) * N + n];
           decay = (delta * A[n]).exp();
-          states[static_cast<std::size_t>(i + 1) * N + n] = decay * states[static_cast<std::size_t>(i) * N + n] + delta_u * Bm[n];
+          states[static_cast<std::size_t>(i + 1) * N + n] =
+              decay * states[static_cast<std::size_t>(i) * N + n] + delta_u * Bm[n];
         }
       }
       for (int i = steps - 1; i >= 0; --i) {
@@ -446,16 +486,18 @@ class MambaMixer {
         const ConstVecMap dy(acts.d_y + row * E + e0);
         const Real* Bm = acts.dbc + row * P + R;
         const Real* Cm = Bm + N;
-        Real* d_bc = acts.d_bc_partial + ((static_cast<std::size_t>(b) * Blocks + block) * T + t) * 2 * N;
+        Real* d_bc =
+            acts.d_bc_partial + ((static_cast<std::size_t>(b) * Blocks + block) * T + t) * 2 * N;
         const Vec delta_u = delta * u;
-        Vec d_delta = Vec::Zero(), g_b = Vec::Zero();  // sum_n G (Bm u + A decay h[t-1]); sum_n G Bm
+        Vec d_delta = Vec::Zero(),
+            g_b = Vec::Zero();  // sum_n G (Bm u + A decay h[t-1]); sum_n G Bm
         for (int n = 0; n < N; ++n) {
           const Vec& decay = decays[static_cast<std::size_t>(i) * N + n];
           const Vec& before = states[static_cast<std::size_t>(i) * N + n];
           const Vec& after = states[static_cast<std::size_t>(i + 1) * N + n];
           const Vec G = dy * Cm[n] + carry[n];
           const Vec decayed = decay * before;
-          d_bc[n] = (G * delta_u).sum();    // dBm
+          d_bc[n] = (G * delta_u).sum();     // dBm
           d_bc[N + n] = (dy * after).sum();  // dCm
           g_b += G * Bm[n];
           d_delta += G * (Bm[n] * u + A[n] * decayed);
@@ -467,7 +509,8 @@ class MambaMixer {
         VecMap(acts.d_dt_pre + row * E + e0) = d_delta;  // times softplus' after the scan
       }
     }
-    for (int n = 0; n < N; ++n) VecMap(acts.d_a_partial + (static_cast<std::size_t>(b) * N + n) * E + e0) = dA[n];
+    for (int n = 0; n < N; ++n)
+      VecMap(acts.d_a_partial + (static_cast<std::size_t>(b) * N + n) * E + e0) = dA[n];
     VecMap(acts.d_skip_partial + static_cast<std::size_t>(b) * E + e0) = d_skip_sum;
   }
 
@@ -487,7 +530,8 @@ class MambaMixer {
       }
     for (int w = 0; w < W; ++w) {
       grads[conv_bias + e0 + w] += db[w];
-      for (int j = 0; j < K; ++j) grads[conv_weight + static_cast<std::size_t>(e0 + w) * K + j] += dw[j][w];
+      for (int j = 0; j < K; ++j)
+        grads[conv_weight + static_cast<std::size_t>(e0 + w) * K + j] += dw[j][w];
     }
   }
 };

@@ -38,9 +38,9 @@ concept TokenMixer = requires(const Real* params, Real* grads, const Real* x, Re
                               typename M::Activations& acts, Arena<Real>& arena,
                               const MixerContext<Real>& ctx) {
   { M::layout.total } -> std::convertible_to<std::size_t>;
-  { M::carve(arena, acts, ctx.batch, ctx.length) };
-  { M::forward(params, x, y, acts, ctx) };
-  { M::backward(params, grads, x, x, y, acts, ctx) };
+  {M::carve(arena, acts, ctx.batch, ctx.length)};
+  {M::forward(params, x, y, acts, ctx)};
+  {M::backward(params, grads, x, x, y, acts, ctx)};
 };
 
 // Mixers with Init::custom tensors fill them here; `params` is this mixer's slice of layer
@@ -49,15 +49,16 @@ concept TokenMixer = requires(const Real* params, Real* grads, const Real* x, Re
 // machine.
 template <class M, class Real = typename M::Real>
 concept MixerWithInit = requires(Real* params, std::uint64_t seed, std::size_t base, int layer) {
-  { M::init(params, seed, base, layer) };
+  {M::init(params, seed, base, layer)};
 };
 
 // Recurrent mixers decode one token at a time from a state: step over t = 0..T-1 of one
 // sequence gives the rows of forward's output.
 template <class M, class Real = typename M::Real>
-concept RecurrentMixer = requires(const Real* params, const Real* x, Real* y, typename M::State& state) {
+concept RecurrentMixer = requires(const Real* params, const Real* x, Real* y,
+                                  typename M::State& state) {
   { M::initial_state() } -> std::same_as<typename M::State>;
-  { M::step(params, x, y, state) };
+  {M::step(params, x, y, state)};
 };
 
 // Mixers that keep attention probabilities att [batch, heads, T, T] for analysis.

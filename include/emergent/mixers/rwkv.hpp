@@ -16,7 +16,8 @@
 // b_t = sum_{i<t} e^{-(t-1-i)w + k_i} is kept as (aa, bb) e^{pp} with pp the running maximum
 // exponent, so no exp ever sees a positive argument (research notes A3.3):
 //   output: q = max(pp, u+k_t),  D~_t = e^{pp-q} bb + e^{u+k_t-q} (>= 1),
-//           wkv_t = sigma_t aa + lambda_t v_t,  lambda_t = e^{u+k_t-q}/D~_t,  sigma_t = e^{pp-q}/D~_t
+//           wkv_t = sigma_t aa + lambda_t v_t,  lambda_t = e^{u+k_t-q}/D~_t,  sigma_t =
+//           e^{pp-q}/D~_t
 //   update: pp' = max(pp - w, k_t),  rho_t = e^{pp-w-pp'},  kappa_t = e^{k_t-pp'}   (both <= 1)
 //           aa <- rho_t aa + kappa_t v_t,  bb <- rho_t bb + kappa_t,  pp <- pp'
 // Of each pair of exponentials one is exactly 1, so a step costs two exp, of -|difference|.
@@ -38,7 +39,8 @@
 // Every factor is at most 1 and every accumulator at most sum |g|, so nothing overflows, and
 // the backward needs no exp: the forward keeps lambda, sigma, rho, kappa, aa, bb per step.
 // Then dr = dL/d(sigmoid(r) wkv) * wkv * s(1-s), and the Linear and token-shift backwards:
-//   dx_t += d_xk_t * mix_k + d_xk_{t+1} * (1 - mix_k) (and v, r);  d mix_k += sum_t d_xk_t (x_t - x_{t-1}).
+//   dx_t += d_xk_t * mix_k + d_xk_{t+1} * (1 - mix_k) (and v, r);  d mix_k += sum_t d_xk_t (x_t -
+//   x_{t-1}).
 //
 // Deviations from RWKV-LM: its CUDA backward recomputes the forward in a second pass and caps T
 // at a compile-time RWKV_T_MAX; here the forward keeps the per-step factors (6 floats per token
@@ -93,7 +95,8 @@ struct InitRatios {
 };
 
 inline InitRatios init_ratios(int layer, int layers) {
-  return {layers > 1 ? double(layer) / double(layers - 1) : 0.0, 1.0 - double(layer) / double(layers)};
+  return {layers > 1 ? double(layer) / double(layers - 1) : 0.0,
+          1.0 - double(layer) / double(layers)};
 }
 
 // RWKV-LM's time_mix curve (i/D)^power over the channels.
@@ -135,8 +138,8 @@ void token_shift_mix(Real* mixed, const Real* x, const Real* mix, int B, int T, 
 // d_mix_partial[b] = sum_t d_mixed[b,t] * (x[b,t] - x[b,t-1])  (one row of D per sequence, summed
 // over b by the caller in a fixed order, so the result does not depend on the thread count).
 template <class Real>
-void token_shift_mix_backward(Real* dx, Real* d_mix_partial, const Real* d_mixed, const Real* x, const Real* mix,
-                              int B, int T, int D, bool accumulate) {
+void token_shift_mix_backward(Real* dx, Real* d_mix_partial, const Real* d_mixed, const Real* x,
+                              const Real* mix, int B, int T, int D, bool accumulate) {
   parallel_for(B, [&](std::int64_t b) {
     Real* d_mix = d_mix_partial + static_cast<std::size_t>(b) * D;
     std::fill(d_mix, d_mix + D, Real(0));
@@ -211,12 +214,13 @@ class Rwkv {
       params[time_first + i] = Real(std::log(0.3) + 0.5 * double((i + 1) % 3 - 1));
     }
     rwkv_detail::fill_mix_curve(params + time_mix_k, D, ratio.one_to_almost_zero);
-    rwkv_detail::fill_mix_curve(params + time_mix_v, D, ratio.one_to_almost_zero, 0.3 * ratio.zero_to_one);
+    rwkv_detail::fill_mix_curve(params + time_mix_v, D, ratio.one_to_almost_zero,
+                                0.3 * ratio.zero_to_one);
     rwkv_detail::fill_mix_curve(params + time_mix_r, D, 0.5 * ratio.one_to_almost_zero);
   }
 
   struct Activations {
-    Real* xk = nullptr;     // [B*T, D] token-shift mixes, the inputs of key, value, receptance
+    Real* xk = nullptr;  // [B*T, D] token-shift mixes, the inputs of key, value, receptance
     Real* xv = nullptr;
     Real* xr = nullptr;
     Real* k = nullptr;      // [B*T, D]
@@ -237,20 +241,23 @@ class Rwkv {
     Real* d_v = nullptr;      // [B*T, D]
     Real* d_r = nullptr;      // [B*T, D]
     Real* d_mixed = nullptr;  // [B*T, D] dL/d xk, then xv, then xr
-    Real* partial = nullptr;  // [B, 3, D] per-sequence sums: dw, d time_first, d time_mix (k, v, r in turn)
+    Real* partial =
+        nullptr;  // [B, 3, D] per-sequence sums: dw, d time_first, d time_mix (k, v, r in turn)
   };
 
   static void carve(Arena<Real>& arena, Activations& acts, int batch, int length) {
     const std::size_t n = static_cast<std::size_t>(batch) * length * D;
-    for (Real** p : {&acts.xk, &acts.xv, &acts.xr, &acts.k, &acts.v, &acts.gate, &acts.wkv, &acts.gated,
-                     &acts.current_weight, &acts.state_weight, &acts.decay_scale, &acts.key_scale, &acts.aa,
-                     &acts.bb, &acts.d_wkv, &acts.d_k, &acts.d_v, &acts.d_r, &acts.d_mixed})
+    for (Real** p :
+         {&acts.xk, &acts.xv, &acts.xr, &acts.k, &acts.v, &acts.gate, &acts.wkv, &acts.gated,
+          &acts.current_weight, &acts.state_weight, &acts.decay_scale, &acts.key_scale, &acts.aa,
+          &acts.bb, &acts.d_wkv, &acts.d_k, &acts.d_v, &acts.d_r, &acts.d_mixed})
       *p = arena.take(n);
     acts.partial = arena.take(static_cast<std::size_t>(batch) * 3 * D);
   }
 
   // y[B*T,D] <- x[B*T,D]
-  static void forward(const Real* params, const Real* x, Real* y, Activations& acts, const MixerContext<Real>& ctx) {
+  static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
+                      const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, N = B * T;
     rwkv_detail::token_shift_mix(acts.xk, x, params + time_mix_k, B, T, D);
     rwkv_detail::token_shift_mix(acts.xv, x, params + time_mix_v, B, T, D);
@@ -261,7 +268,8 @@ class Rwkv {
     rwkv_detail::sigmoid_in_place(acts.gate, static_cast<std::int64_t>(N) * D);
     const std::vector<Real> rate = decay_rates(params);
     parallel_for(static_cast<std::int64_t>(B) * kBlocks, [&](std::int64_t item) {
-      const int b = static_cast<int>(item / kBlocks), c0 = static_cast<int>(item % kBlocks) * kChannelBlock;
+      const int b = static_cast<int>(item / kBlocks),
+                c0 = static_cast<int>(item % kBlocks) * kChannelBlock;
       wkv_forward_block(acts, static_cast<std::size_t>(b) * T * D + c0, rate.data() + c0,
                         params + time_first + c0, T, std::min(kChannelBlock, D - c0));
     });
@@ -269,15 +277,16 @@ class Rwkv {
   }
 
   // dx[B*T,D] = dL/dx; grads += dL/dparams   <- x[B*T,D], dy[B*T,D]
-  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx, Activations& acts,
-                       const MixerContext<Real>& ctx) {
+  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
+                       Activations& acts, const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, N = B * T;
-    nn::linear_backward<Real>(acts.d_wkv, grads + output_weight, nullptr, dy, acts.gated, params + output_weight,
-                              N, D, D);
+    nn::linear_backward<Real>(acts.d_wkv, grads + output_weight, nullptr, dy, acts.gated,
+                              params + output_weight, N, D, D);
     // d_r = d_gated * wkv * s(1-s), then d_wkv = d_gated * s in place.
     const std::int64_t count = static_cast<std::int64_t>(N) * D;
     parallel_for((count + rwkv_detail::kChunk - 1) / rwkv_detail::kChunk, [&](std::int64_t chunk) {
-      const std::int64_t begin = chunk * rwkv_detail::kChunk, end = std::min(count, begin + rwkv_detail::kChunk);
+      const std::int64_t begin = chunk * rwkv_detail::kChunk,
+                         end = std::min(count, begin + rwkv_detail::kChunk);
       for (std::int64_t i = begin; i < end; ++i) {
         const Real s = acts.gate[i], d_gated = acts.d_wkv[i];
         acts.d_r[i] = d_gated * acts.wkv[i] * s * (Real(1) - s);
@@ -287,14 +296,16 @@ class Rwkv {
     Real* partial_decay = acts.partial;
     Real* partial_first = acts.partial + static_cast<std::size_t>(B) * D;
     parallel_for(static_cast<std::int64_t>(B) * kBlocks, [&](std::int64_t item) {
-      const int b = static_cast<int>(item / kBlocks), c0 = static_cast<int>(item % kBlocks) * kChannelBlock;
+      const int b = static_cast<int>(item / kBlocks),
+                c0 = static_cast<int>(item % kBlocks) * kChannelBlock;
       const std::size_t at = static_cast<std::size_t>(b) * D + c0;
-      wkv_backward_block(acts, static_cast<std::size_t>(b) * T * D + c0, partial_decay + at, partial_first + at, T,
-                         std::min(kChannelBlock, D - c0));
+      wkv_backward_block(acts, static_cast<std::size_t>(b) * T * D + c0, partial_decay + at,
+                         partial_first + at, T, std::min(kChannelBlock, D - c0));
     });
     const std::vector<Real> rate = decay_rates(params);
     for (int b = 0; b < B; ++b)  // d time_decay = dw * w, summed over sequences in order
-      for (int c = 0; c < D; ++c) grads[time_decay + c] += partial_decay[static_cast<std::size_t>(b) * D + c] * rate[c];
+      for (int c = 0; c < D; ++c)
+        grads[time_decay + c] += partial_decay[static_cast<std::size_t>(b) * D + c] * rate[c];
     rwkv_detail::add_partials(grads + time_first, partial_first, B, D);
 
     struct Branch {
@@ -308,9 +319,10 @@ class Rwkv {
     Real* partial_mix = acts.partial + 2 * static_cast<std::size_t>(B) * D;
     bool accumulate = false;
     for (const Branch& branch : branches) {
-      nn::linear_backward<Real>(acts.d_mixed, grads + branch.weight, nullptr, branch.d_out, branch.input,
-                                params + branch.weight, N, D, D);
-      rwkv_detail::token_shift_mix_backward(dx, partial_mix, acts.d_mixed, x, params + branch.mix, B, T, D, accumulate);
+      nn::linear_backward<Real>(acts.d_mixed, grads + branch.weight, nullptr, branch.d_out,
+                                branch.input, params + branch.weight, N, D, D);
+      rwkv_detail::token_shift_mix_backward(dx, partial_mix, acts.d_mixed, x, params + branch.mix,
+                                            B, T, D, accumulate);
       rwkv_detail::add_partials(grads + branch.mix, partial_mix, B, D);
       accumulate = true;
     }
@@ -333,7 +345,8 @@ class Rwkv {
   // y_t[D] <- x_t[D], advancing the state; equal to the rows of forward.
   static void step(const Real* params, const Real* x_t, Real* y_t, State& state) {
     using Vec = Eigen::Matrix<Real, Eigen::Dynamic, 1>;
-    using ConstWeight = Eigen::Map<const Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+    using ConstWeight =
+        Eigen::Map<const Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
     Vec xk(D), xv(D), xr(D);
     for (int c = 0; c < D; ++c) {
       const Real prev = state.previous[c];
@@ -359,7 +372,8 @@ class Rwkv {
       } else {
         const Real bonus = u + k[c];
         const Real e = std::exp(-std::abs(pp - bonus));
-        const Real state_factor = pp > bonus ? Real(1) : e, current_factor = pp > bonus ? e : Real(1);
+        const Real state_factor = pp > bonus ? Real(1) : e,
+                   current_factor = pp > bonus ? e : Real(1);
         wkv = (state_factor * aa + current_factor * v[c]) / (state_factor * bb + current_factor);
         const Real decayed = pp - w;
         const Real e2 = std::exp(-std::abs(decayed - k[c]));
@@ -390,7 +404,8 @@ class Rwkv {
 
   // WKV of channels [c0, c0+n) of one sequence; `at` = (b*T)*D + c0, rows of stride D. Vectorised
   // over the channels: the recurrence runs over t, each step is elementwise over the block.
-  static void wkv_forward_block(Activations& acts, std::size_t at, const Real* rate, const Real* bonus, int T, int n) {
+  static void wkv_forward_block(Activations& acts, std::size_t at, const Real* rate,
+                                const Real* bonus, int T, int n) {
     Real aa[kChannelBlock], bb[kChannelBlock], pp[kChannelBlock], e[2 * kChannelBlock];
     {  // t = 0: no state yet, wkv_0 = v_0; the state becomes (v_0, 1) e^{k_0}.
       const Real* k = acts.k + at;
@@ -418,25 +433,29 @@ class Rwkv {
       }
       rwkv_detail::ArrayMap<Real> exps(e, 2 * n);
       exps = exps.exp();
-      wkv_forward_row(n, k, acts.v + row, acts.gate + row, rate, bonus, e, e + n, aa, bb, pp, acts.wkv + row,
-                      acts.gated + row, acts.current_weight + row, acts.state_weight + row, acts.decay_scale + row,
-                      acts.key_scale + row, acts.aa + row, acts.bb + row);
+      wkv_forward_row(n, k, acts.v + row, acts.gate + row, rate, bonus, e, e + n, aa, bb, pp,
+                      acts.wkv + row, acts.gated + row, acts.current_weight + row,
+                      acts.state_weight + row, acts.decay_scale + row, acts.key_scale + row,
+                      acts.aa + row, acts.bb + row);
     }
   }
 
   // One step t >= 1 of the recurrence over n channels, given e_out = exp(-|pp - (u+k)|) and
   // e_update = exp(-|pp - w - k|). The restrict qualifiers let g++ vectorise the loop (it gives up
   // on the runtime alias checks between this many pointers).
-  static void wkv_forward_row(int n, const Real* __restrict k, const Real* __restrict v, const Real* __restrict gate,
-                              const Real* __restrict rate, const Real* __restrict bonus,
-                              const Real* __restrict e_out, const Real* __restrict e_update, Real* __restrict aa,
-                              Real* __restrict bb, Real* __restrict pp, Real* __restrict wkv, Real* __restrict gated,
-                              Real* __restrict lambda, Real* __restrict sigma, Real* __restrict rho,
-                              Real* __restrict kappa, Real* __restrict saved_aa, Real* __restrict saved_bb) {
+  static void wkv_forward_row(int n, const Real* __restrict k, const Real* __restrict v,
+                              const Real* __restrict gate, const Real* __restrict rate,
+                              const Real* __restrict bonus, const Real* __restrict e_out,
+                              const Real* __restrict e_update, Real* __restrict aa,
+                              Real* __restrict bb, Real* __restrict pp, Real* __restrict wkv,
+                              Real* __restrict gated, Real* __restrict lambda,
+                              Real* __restrict sigma, Real* __restrict rho, Real* __restrict kappa,
+                              Real* __restrict saved_aa, Real* __restrict saved_bb) {
     for (int c = 0; c < n; ++c) {
       const Real state_aa = aa[c], state_bb = bb[c], state_pp = pp[c], kc = k[c], vc = v[c];
       const bool state_larger = state_pp > bonus[c] + kc;
-      const Real state_factor = state_larger ? Real(1) : e_out[c], current_factor = state_larger ? e_out[c] : Real(1);
+      const Real state_factor = state_larger ? Real(1) : e_out[c],
+                 current_factor = state_larger ? e_out[c] : Real(1);
       const Real inverse = Real(1) / (state_factor * state_bb + current_factor);
       const Real l = current_factor * inverse, s = state_factor * inverse;
       const Real out = s * state_aa + l * vc;
@@ -448,7 +467,8 @@ class Rwkv {
       saved_bb[c] = state_bb;
       const Real decayed = state_pp - rate[c];
       const bool decayed_larger = decayed > kc;
-      const Real r = decayed_larger ? Real(1) : e_update[c], q = decayed_larger ? e_update[c] : Real(1);
+      const Real r = decayed_larger ? Real(1) : e_update[c],
+                 q = decayed_larger ? e_update[c] : Real(1);
       rho[c] = r;
       kappa[c] = q;
       aa[c] = r * state_aa + q * vc;
@@ -459,25 +479,31 @@ class Rwkv {
 
   // The reverse pass of the header for channels [c0, c0+n) of one sequence: writes d_k, d_v and
   // this sequence's dL/dw (w = exp(time_decay)) and dL/du.
-  static void wkv_backward_block(Activations& acts, std::size_t at, Real* d_rate, Real* d_bonus, int T, int n) {
-    Real alpha[kChannelBlock] = {}, beta[kChannelBlock] = {}, dw[kChannelBlock] = {}, du[kChannelBlock] = {};
+  static void wkv_backward_block(Activations& acts, std::size_t at, Real* d_rate, Real* d_bonus,
+                                 int T, int n) {
+    Real alpha[kChannelBlock] = {}, beta[kChannelBlock] = {}, dw[kChannelBlock] = {},
+         du[kChannelBlock] = {};
     for (int t = T - 1; t >= 0; --t) {
       const std::size_t row = at + static_cast<std::size_t>(t) * D;
       wkv_backward_row(n, acts.d_wkv + row, acts.v + row, acts.wkv + row, acts.current_weight + row,
-                       acts.state_weight + row, acts.decay_scale + row, acts.key_scale + row, acts.aa + row,
-                       acts.bb + row, alpha, beta, dw, du, acts.d_k + row, acts.d_v + row);
+                       acts.state_weight + row, acts.decay_scale + row, acts.key_scale + row,
+                       acts.aa + row, acts.bb + row, alpha, beta, dw, du, acts.d_k + row,
+                       acts.d_v + row);
     }
     std::copy(dw, dw + n, d_rate);
     std::copy(du, du + n, d_bonus);
   }
 
-  static void wkv_backward_row(int n, const Real* __restrict g, const Real* __restrict v, const Real* __restrict wkv,
-                               const Real* __restrict lambda, const Real* __restrict sigma,
-                               const Real* __restrict rho, const Real* __restrict kappa, const Real* __restrict aa,
-                               const Real* __restrict bb, Real* __restrict alpha, Real* __restrict beta,
-                               Real* __restrict dw, Real* __restrict du, Real* __restrict dk, Real* __restrict dv) {
+  static void wkv_backward_row(int n, const Real* __restrict g, const Real* __restrict v,
+                               const Real* __restrict wkv, const Real* __restrict lambda,
+                               const Real* __restrict sigma, const Real* __restrict rho,
+                               const Real* __restrict kappa, const Real* __restrict aa,
+                               const Real* __restrict bb, Real* __restrict alpha,
+                               Real* __restrict beta, Real* __restrict dw, Real* __restrict du,
+                               Real* __restrict dk, Real* __restrict dv) {
     for (int c = 0; c < n; ++c) {
-      const Real a = alpha[c], b = beta[c], direct = g[c] * lambda[c], d_logit = direct * (v[c] - wkv[c]);
+      const Real a = alpha[c], b = beta[c], direct = g[c] * lambda[c],
+                 d_logit = direct * (v[c] - wkv[c]);
       dv[c] = direct + kappa[c] * a;
       dk[c] = d_logit + kappa[c] * (v[c] * a - b);
       du[c] += d_logit;

@@ -67,17 +67,17 @@ class RwkvChannelMix {
   }
 
   struct Activations {
-    Real* xk = nullptr;           // [B*T, D] token-shift mixes, inputs of key and receptance
+    Real* xk = nullptr;  // [B*T, D] token-shift mixes, inputs of key and receptance
     Real* xr = nullptr;
-    Real* relu = nullptr;         // [B*T, F] relu(xk Wk^T)
-    Real* hidden = nullptr;       // [B*T, F] relu^2, the input of value
-    Real* kv = nullptr;           // [B*T, D] hidden Wv^T
-    Real* gate = nullptr;         // [B*T, D] sigmoid(xr Wr^T)
-    Real* d_hidden = nullptr;     // [B*T, F] backward scratch
-    Real* d_kv = nullptr;         // [B*T, D]
-    Real* d_r = nullptr;          // [B*T, D]
-    Real* d_mixed = nullptr;      // [B*T, D] dL/d xk, then xr
-    Real* partial = nullptr;      // [B, D] per-sequence sums of d mix
+    Real* relu = nullptr;      // [B*T, F] relu(xk Wk^T)
+    Real* hidden = nullptr;    // [B*T, F] relu^2, the input of value
+    Real* kv = nullptr;        // [B*T, D] hidden Wv^T
+    Real* gate = nullptr;      // [B*T, D] sigmoid(xr Wr^T)
+    Real* d_hidden = nullptr;  // [B*T, F] backward scratch
+    Real* d_kv = nullptr;      // [B*T, D]
+    Real* d_r = nullptr;       // [B*T, D]
+    Real* d_mixed = nullptr;   // [B*T, D] dL/d xk, then xr
+    Real* partial = nullptr;   // [B, D] per-sequence sums of d mix
   };
 
   static void carve(Arena<Real>& arena, Activations& acts, int batch, int length) {
@@ -96,7 +96,8 @@ class RwkvChannelMix {
   }
 
   // y[B*T,D] <- x[B*T,D]
-  static void forward(const Real* params, const Real* x, Real* y, Activations& acts, const MixerContext<Real>& ctx) {
+  static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
+                      const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, N = B * T;
     rwkv_detail::token_shift_mix(acts.xk, x, params + time_mix_k, B, T, D);
     rwkv_detail::token_shift_mix(acts.xr, x, params + time_mix_r, B, T, D);
@@ -115,8 +116,8 @@ class RwkvChannelMix {
   }
 
   // dx[B*T,D] = dL/dx; grads += dL/dparams   <- x[B*T,D], dy[B*T,D]
-  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx, Activations& acts,
-                       const MixerContext<Real>& ctx) {
+  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
+                       Activations& acts, const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length, N = B * T;
     elementwise(static_cast<std::int64_t>(N) * D, [&](std::int64_t i) {
       const Real s = acts.gate[i];
@@ -125,14 +126,17 @@ class RwkvChannelMix {
     });
     nn::linear_backward<Real>(acts.d_hidden, grads + value_weight, nullptr, acts.d_kv, acts.hidden,
                               params + value_weight, N, F, D);
-    elementwise(static_cast<std::int64_t>(N) * F, [&](std::int64_t i) { acts.d_hidden[i] *= Real(2) * acts.relu[i]; });
-    nn::linear_backward<Real>(acts.d_mixed, grads + key_weight, nullptr, acts.d_hidden, acts.xk, params + key_weight,
-                              N, D, F);
-    rwkv_detail::token_shift_mix_backward(dx, acts.partial, acts.d_mixed, x, params + time_mix_k, B, T, D, false);
+    elementwise(static_cast<std::int64_t>(N) * F,
+                [&](std::int64_t i) { acts.d_hidden[i] *= Real(2) * acts.relu[i]; });
+    nn::linear_backward<Real>(acts.d_mixed, grads + key_weight, nullptr, acts.d_hidden, acts.xk,
+                              params + key_weight, N, D, F);
+    rwkv_detail::token_shift_mix_backward(dx, acts.partial, acts.d_mixed, x, params + time_mix_k, B,
+                                          T, D, false);
     rwkv_detail::add_partials(grads + time_mix_k, acts.partial, B, D);
     nn::linear_backward<Real>(acts.d_mixed, grads + receptance_weight, nullptr, acts.d_r, acts.xr,
                               params + receptance_weight, N, D, D);
-    rwkv_detail::token_shift_mix_backward(dx, acts.partial, acts.d_mixed, x, params + time_mix_r, B, T, D, true);
+    rwkv_detail::token_shift_mix_backward(dx, acts.partial, acts.d_mixed, x, params + time_mix_r, B,
+                                          T, D, true);
     rwkv_detail::add_partials(grads + time_mix_r, acts.partial, B, D);
   }
 
@@ -169,7 +173,8 @@ class RwkvChannelMix {
   template <class Body>
   static void elementwise(std::int64_t count, Body&& body) {
     parallel_for((count + rwkv_detail::kChunk - 1) / rwkv_detail::kChunk, [&](std::int64_t chunk) {
-      const std::int64_t begin = chunk * rwkv_detail::kChunk, end = std::min(count, begin + rwkv_detail::kChunk);
+      const std::int64_t begin = chunk * rwkv_detail::kChunk,
+                         end = std::min(count, begin + rwkv_detail::kChunk);
       for (std::int64_t i = begin; i < end; ++i) body(i);
     });
   }

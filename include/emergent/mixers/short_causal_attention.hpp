@@ -16,9 +16,10 @@
 
 #if defined(__AVX512F__)
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <immintrin.h>
 #include <limits>
 
 #include "../core/avx512.hpp"
@@ -36,20 +37,22 @@ namespace detail {
 // out[w] lanes j = x . column 16 w + j of the transposed keys [Dh, T], for the visible keys:
 // d_head broadcast FMAs per vector of 16 keys.
 template <int NV, int Dh>
-inline void dot_with_keys(const float* x, const float* transposed, int T, const __mmask16 visible[NV], __m512 out[NV]) {
+inline void dot_with_keys(const float* x, const float* transposed, int T,
+                          const __mmask16 visible[NV], __m512 out[NV]) {
 #pragma GCC unroll 4
   for (int w = 0; w < NV; ++w) out[w] = _mm512_setzero_ps();
   for (int d = 0; d < Dh; ++d) {
     const __m512 xd = _mm512_set1_ps(x[d]);
 #pragma GCC unroll 4
     for (int w = 0; w < NV; ++w)
-      out[w] = _mm512_fmadd_ps(xd, _mm512_maskz_loadu_ps(visible[w], transposed + d * T + 16 * w), out[w]);
+      out[w] = _mm512_fmadd_ps(xd, _mm512_maskz_loadu_ps(visible[w], transposed + d * T + 16 * w),
+                               out[w]);
   }
 }
 
 template <int NV, int Dh>
-void forward(const float* q, const float* kt, const float* v, float* att, float* out, std::int64_t out_stride,
-             int T, float scale, const float* bias, float bias_strength) {
+void forward(const float* q, const float* kt, const float* v, float* att, float* out,
+             std::int64_t out_stride, int T, float scale, const float* bias, float bias_strength) {
   constexpr int DV = Dh / 16;
   for (int i = 0; i < T; ++i) {
     __m512 s[NV];
@@ -78,14 +81,17 @@ void forward(const float* q, const float* kt, const float* v, float* att, float*
     const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
     float* row = att + static_cast<std::size_t>(i) * T;
 #pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) _mm512_mask_storeu_ps(row + 16 * w, avx512::lanes_below(T - 16 * w), _mm512_mul_ps(s[w], inverse));
+    for (int w = 0; w < NV; ++w)
+      _mm512_mask_storeu_ps(row + 16 * w, avx512::lanes_below(T - 16 * w),
+                            _mm512_mul_ps(s[w], inverse));
     __m512 o[DV];
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u) o[u] = _mm512_setzero_ps();
     for (int j = 0; j <= i; ++j) {
       const __m512 p = _mm512_set1_ps(row[j]);
 #pragma GCC unroll 4
-      for (int u = 0; u < DV; ++u) o[u] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + j * Dh + 16 * u), o[u]);
+      for (int u = 0; u < DV; ++u)
+        o[u] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + j * Dh + 16 * u), o[u]);
     }
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u) _mm512_storeu_ps(out + i * out_stride + 16 * u, o[u]);
@@ -116,8 +122,9 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
     const __m512 row_dot = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
 #pragma GCC unroll 4
     for (int w = 0; w < NV; ++w)
-      _mm512_store_ps(ds_row + 16 * w,
-                      _mm512_mul_ps(_mm512_mul_ps(p[w], _mm512_sub_ps(da[w], row_dot)), _mm512_set1_ps(scale)));
+      _mm512_store_ps(
+          ds_row + 16 * w,
+          _mm512_mul_ps(_mm512_mul_ps(p[w], _mm512_sub_ps(da[w], row_dot)), _mm512_set1_ps(scale)));
     __m512 qi[DV], oi[DV], dqi[DV];
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u) {
@@ -145,14 +152,18 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
 // One head: q, v [T, Dh], kt [Dh, T] contiguous; att [T, T] (row i: softmax over j <= i, zeros
 // after); out rows of stride out_stride. bias: [T, T] pattern or null.
 template <int Dh>
-void forward(const float* q, const float* kt, const float* v, float* att, float* out, std::int64_t out_stride, int T,
-             float scale, const float* bias, float bias_strength) {
+void forward(const float* q, const float* kt, const float* v, float* att, float* out,
+             std::int64_t out_stride, int T, float scale, const float* bias, float bias_strength) {
   static_assert(supports<Dh>);
   switch ((T + 15) / 16) {
-    case 1: return detail::forward<1, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-    case 2: return detail::forward<2, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-    case 3: return detail::forward<3, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-    default: return detail::forward<4, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
+    case 1:
+      return detail::forward<1, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
+    case 2:
+      return detail::forward<2, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
+    case 3:
+      return detail::forward<3, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
+    default:
+      return detail::forward<4, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
   }
 }
 
@@ -162,10 +173,14 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
               std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale) {
   static_assert(supports<Dh>);
   switch ((T + 15) / 16) {
-    case 1: return detail::backward<1, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-    case 2: return detail::backward<2, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-    case 3: return detail::backward<3, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-    default: return detail::backward<4, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
+    case 1:
+      return detail::backward<1, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
+    case 2:
+      return detail::backward<2, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
+    case 3:
+      return detail::backward<3, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
+    default:
+      return detail::backward<4, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
   }
 }
 

@@ -31,7 +31,8 @@ class DataParallelStep {
 
   // grads <- d(loss)/d(params) over the whole batch (overwritten); returns the batch's loss.
   double run(std::span<const Real> params, std::span<Real> grads, const ForwardInput& in) {
-    require(grads.size() == Net::parameter_count, "DataParallelStep", "gradient buffer has the wrong size");
+    require(grads.size() == Net::parameter_count, "DataParallelStep",
+            "gradient buffer has the wrong size");
     const int slices = std::max(1, std::min(threads_, in.batch));
     slices_.resize(slices);
     for (int k = 0; k < slices; ++k) {
@@ -64,7 +65,8 @@ class DataParallelStep {
       for (std::int64_t c = 0; c < (n + chunk - 1) / chunk; ++c)
         for (int k = 1; k < slices; ++k) {
           const Real* src = slices_[k].grads.data();
-          for (std::int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) grads[i] += src[i];
+          for (std::int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i)
+            grads[i] += src[i];
         }
     }
     double loss = 0;
@@ -73,7 +75,9 @@ class DataParallelStep {
   }
 
   // Weighted means of the last step's per-token losses / argmax hits over the whole batch.
-  double weighted_mean(std::span<const float> weights) const { return batch_mean(&Net::weighted_mean, weights); }
+  double weighted_mean(std::span<const float> weights) const {
+    return batch_mean(&Net::weighted_mean, weights);
+  }
   double weighted_accuracy(std::span<const float> weights) const {
     return batch_mean(&Net::weighted_accuracy, weights);
   }
@@ -93,7 +97,8 @@ class DataParallelStep {
                     std::span<const float> weights) const {
     double total = 0;
     int batch = 0;
-    for (const Slice& s : slices_) total += slice_mean(s.workspace, weights) * s.batch, batch += s.batch;
+    for (const Slice& s : slices_)
+      total += slice_mean(s.workspace, weights) * s.batch, batch += s.batch;
     return total / batch;
   }
 

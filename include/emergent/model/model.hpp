@@ -69,8 +69,9 @@ class Model {
   using Channel = ChannelTemplate<S, Real>;
   static_assert(TokenMixer<Mixer, Real>);
   static_assert(TokenMixer<Channel, Real>);
-  static_assert(MixerWithInit<Channel, Real> || !has_custom_init(Channel::layout),
-                "a channel mixer with Init::custom tensors must provide init(params, seed, base, layer)");
+  static_assert(
+      MixerWithInit<Channel, Real> || !has_custom_init(Channel::layout),
+      "a channel mixer with Init::custom tensors must provide init(params, seed, base, layer)");
   static_assert(MixerWithInit<Mixer, Real> || !has_custom_init(Mixer::layout),
                 "a mixer with Init::custom tensors must provide init(params, seed, base, layer)");
   static constexpr Shape shape = S;
@@ -97,12 +98,17 @@ class Model {
   // Buffer order: embedding, then per layer [ln1, mixer, ln2, channel], then final LN and head.
   static constexpr std::size_t layer_size =
       norm1_layout.total + Mixer::layout.total + norm2_layout.total + Channel::layout.total;
-  static constexpr std::size_t layer_offset(int l) { return embedding_layout.total + l * layer_size; }
+  static constexpr std::size_t layer_offset(int l) {
+    return embedding_layout.total + l * layer_size;
+  }
   static constexpr std::size_t mixer_offset(int l) { return layer_offset(l) + norm1_layout.total; }
   static constexpr std::size_t norm2_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
-  static constexpr std::size_t channel_offset(int l) { return norm2_offset(l) + norm2_layout.total; }
+  static constexpr std::size_t channel_offset(int l) {
+    return norm2_offset(l) + norm2_layout.total;
+  }
   static constexpr std::size_t final_offset = embedding_layout.total + L * layer_size;
-  static constexpr std::size_t parameter_count = final_offset + final_layout.total;  // floats, with padding
+  static constexpr std::size_t parameter_count =
+      final_offset + final_layout.total;  // floats, with padding
   // The model's size as papers count it: values in its tensors, without the alignment padding.
   static constexpr std::size_t trainable_parameters =
       value_count(embedding_layout) + value_count(final_layout) +
@@ -165,18 +171,28 @@ class Model {
       for (std::size_t i = 0; i < t.size; ++i) {
         const std::size_t index = t.offset + i;
         switch (t.init) {
-          case Init::linear: params[index] = Real(bound * (2.0 * uniform.uniform(index) - 1.0)); break;
-          case Init::normal: params[index] = Real(normal.normal(index)); break;
-          case Init::ones: params[index] = Real(1); break;
+          case Init::linear:
+            params[index] = Real(bound * (2.0 * uniform.uniform(index) - 1.0));
+            break;
+          case Init::normal:
+            params[index] = Real(normal.normal(index));
+            break;
+          case Init::ones:
+            params[index] = Real(1);
+            break;
           case Init::zeros:
-          case Init::custom: params[index] = Real(0); break;
+          case Init::custom:
+            params[index] = Real(0);
+            break;
         }
       }
     }
     if constexpr (MixerWithInit<Mixer, Real>)
-      for (int l = 0; l < L; ++l) Mixer::init(params.data() + mixer_offset(l), seed, mixer_offset(l), l);
+      for (int l = 0; l < L; ++l)
+        Mixer::init(params.data() + mixer_offset(l), seed, mixer_offset(l), l);
     if constexpr (MixerWithInit<Channel, Real>)
-      for (int l = 0; l < L; ++l) Channel::init(params.data() + channel_offset(l), seed, channel_offset(l), l);
+      for (int l = 0; l < L; ++l)
+        Channel::init(params.data() + channel_offset(l), seed, channel_offset(l), l);
   }
 
   struct LayerActivations {
@@ -210,8 +226,8 @@ class Model {
       if (batch_size == batch && sequence_length == length && arena_.allocated()) return;
       require(batch_size >= 1, "Workspace", "batch must be at least 1");
       require(sequence_length >= 1 && sequence_length <= S.max_len, "Workspace",
-              "length " + std::to_string(sequence_length) + " is outside [1, max_len = " +
-                  std::to_string(S.max_len) + "] of this Shape");
+              "length " + std::to_string(sequence_length) +
+                  " is outside [1, max_len = " + std::to_string(S.max_len) + "] of this Shape");
       batch = batch_size;
       length = sequence_length;
       carve();  // sizing pass
@@ -256,7 +272,8 @@ class Model {
 
   // Runs the forward pass, keeps what the backward needs in `ws`, returns the weighted loss.
   static double forward(std::span<const Real> params, const ForwardInput& in, Workspace& ws) {
-    require(params.size() == parameter_count, "Model::forward", "parameter buffer has the wrong size");
+    require(params.size() == parameter_count, "Model::forward",
+            "parameter buffer has the wrong size");
     const int B = in.batch, T = in.length;
     ws.resize(B, T);
     const std::size_t N = static_cast<std::size_t>(B) * T;
@@ -284,20 +301,22 @@ class Model {
       LayerActivations& a = ws.layers[l];
       const Real* pl = p + layer_offset(l);
       const Real* pn = p + norm2_offset(l);
-      nn::layernorm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, ws.residual[l], pl + ln1_w, pl + ln1_b,
-                            static_cast<int>(N), D);
+      nn::layernorm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, ws.residual[l], pl + ln1_w,
+                            pl + ln1_b, static_cast<int>(N), D);
       Mixer::forward(p + mixer_offset(l), a.norm1, a.residual_mid, a.mixer, ws.mixer_context());
       add_into(a.residual_mid, ws.residual[l], N * D);
-      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pn + ln2_w, pn + ln2_b,
-                            static_cast<int>(N), D);
-      Channel::forward(p + channel_offset(l), a.norm2, ws.residual[l + 1], a.channel, ws.mixer_context());
+      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pn + ln2_w,
+                            pn + ln2_b, static_cast<int>(N), D);
+      Channel::forward(p + channel_offset(l), a.norm2, ws.residual[l + 1], a.channel,
+                       ws.mixer_context());
       add_into(ws.residual[l + 1], a.residual_mid, N * D);
     }
     nn::layernorm_forward(ws.final_norm, ws.final_mean, ws.final_rstd, ws.residual[L], p + lnf_w,
                           p + lnf_b, static_cast<int>(N), D);
-    nn::linear_forward<Real>(ws.logits, ws.final_norm, p + head_w, nullptr, static_cast<int>(N), D, V);
-    nn::cross_entropy_forward(ws.probs, ws.token_loss, ws.token_correct, ws.logits, ws.targets.data(),
-                              static_cast<std::int64_t>(N), V);
+    nn::linear_forward<Real>(ws.logits, ws.final_norm, p + head_w, nullptr, static_cast<int>(N), D,
+                             V);
+    nn::cross_entropy_forward(ws.probs, ws.token_loss, ws.token_correct, ws.logits,
+                              ws.targets.data(), static_cast<std::int64_t>(N), V);
     return weighted_mean(ws, in.loss_weights);
   }
 
@@ -311,8 +330,10 @@ class Model {
 
   // Accumulates loss_scale * dL/dparams of the last forward's loss into grads. (A data-parallel
   // step runs each slice of a batch with loss_scale = slice batch / whole batch.)
-  static void backward(std::span<const Real> params, std::span<Real> grads, Workspace& ws, Real loss_scale = 1) {
-    require(grads.size() == parameter_count, "Model::backward", "gradient buffer has the wrong size");
+  static void backward(std::span<const Real> params, std::span<Real> grads, Workspace& ws,
+                       Real loss_scale = 1) {
+    require(grads.size() == parameter_count, "Model::backward",
+            "gradient buffer has the wrong size");
     const int B = ws.batch, T = ws.length;
     const std::size_t N = static_cast<std::size_t>(B) * T;
     const Real* p = params.data();
@@ -323,11 +344,11 @@ class Model {
 
     nn::cross_entropy_backward(ws.d_logits, ws.probs, ws.targets.data(), ws.loss_weights,
                                static_cast<std::int64_t>(N), T, V, scale);
-    nn::linear_backward<Real>(ws.d_norm, g + head_w, nullptr, ws.d_logits, ws.final_norm, p + head_w,
-                              static_cast<int>(N), D, V);
+    nn::linear_backward<Real>(ws.d_norm, g + head_w, nullptr, ws.d_logits, ws.final_norm,
+                              p + head_w, static_cast<int>(N), D, V);
     std::fill(ws.d_residual, ws.d_residual + N * D, Real(0));
-    nn::layernorm_backward(ws.d_residual, g + lnf_w, g + lnf_b, ws.d_norm, ws.residual[L], ws.final_mean,
-                           ws.final_rstd, p + lnf_w, static_cast<int>(N), D);
+    nn::layernorm_backward(ws.d_residual, g + lnf_w, g + lnf_b, ws.d_norm, ws.residual[L],
+                           ws.final_mean, ws.final_rstd, p + lnf_w, static_cast<int>(N), D);
     for (int l = L - 1; l >= 0; --l) {
       LayerActivations& a = ws.layers[l];
       const Real* pl = p + layer_offset(l);
@@ -335,15 +356,15 @@ class Model {
       Real* gl = g + layer_offset(l);
       Real* gn = g + norm2_offset(l);
       // Channel branch: residual[l+1] = residual_mid + Channel(LN2(residual_mid))
-      Channel::backward(p + channel_offset(l), g + channel_offset(l), a.norm2, ws.d_residual, ws.d_norm, a.channel,
-                        ws.mixer_context());
-      nn::layernorm_backward(ws.d_residual, gn + ln2_w, gn + ln2_b, ws.d_norm, a.residual_mid, a.norm2_mean,
-                             a.norm2_rstd, pn + ln2_w, static_cast<int>(N), D);
+      Channel::backward(p + channel_offset(l), g + channel_offset(l), a.norm2, ws.d_residual,
+                        ws.d_norm, a.channel, ws.mixer_context());
+      nn::layernorm_backward(ws.d_residual, gn + ln2_w, gn + ln2_b, ws.d_norm, a.residual_mid,
+                             a.norm2_mean, a.norm2_rstd, pn + ln2_w, static_cast<int>(N), D);
       // Mixer branch: residual_mid = residual[l] + Mixer(LN1(residual[l]))
-      Mixer::backward(p + mixer_offset(l), g + mixer_offset(l), a.norm1, ws.d_residual, ws.d_norm, a.mixer,
-                      ws.mixer_context());
-      nn::layernorm_backward(ws.d_residual, gl + ln1_w, gl + ln1_b, ws.d_norm, ws.residual[l], a.norm1_mean,
-                             a.norm1_rstd, pl + ln1_w, static_cast<int>(N), D);
+      Mixer::backward(p + mixer_offset(l), g + mixer_offset(l), a.norm1, ws.d_residual, ws.d_norm,
+                      a.mixer, ws.mixer_context());
+      nn::layernorm_backward(ws.d_residual, gl + ln1_w, gl + ln1_b, ws.d_norm, ws.residual[l],
+                             a.norm1_mean, a.norm1_rstd, pl + ln1_w, static_cast<int>(N), D);
     }
     nn::embedding_backward(g + tok, g + pos, ws.d_residual, ws.inputs.data(), B, T, D);
   }
@@ -353,8 +374,10 @@ class Model {
     for (std::size_t i = 0; i < count; ++i) y[i] += x[i];
   }
 
-  static double weighted_token_mean(const Workspace& ws, const Real* values, std::span<const float> weights) {
-    require(weights.size() == static_cast<std::size_t>(ws.length), "Model", "weights must hold one per position");
+  static double weighted_token_mean(const Workspace& ws, const Real* values,
+                                    std::span<const float> weights) {
+    require(weights.size() == static_cast<std::size_t>(ws.length), "Model",
+            "weights must hold one per position");
     double total = 0, weight_sum = 0;
     for (int b = 0; b < ws.batch; ++b)
       for (int t = 0; t < ws.length; ++t) {

@@ -3,11 +3,10 @@
 // the scalar libm erf was a quarter of a training step.
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-
-#include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "../core/parallel.hpp"

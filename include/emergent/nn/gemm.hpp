@@ -40,7 +40,9 @@ namespace emergent::nn {
 struct StridedMatrix {
   const float* data;
   std::int64_t row_stride, col_stride;
-  const float* at(std::int64_t i, std::int64_t j) const { return data + i * row_stride + j * col_stride; }
+  const float* at(std::int64_t i, std::int64_t j) const {
+    return data + i * row_stride + j * col_stride;
+  }
 };
 
 #if defined(__AVX512F__)
@@ -65,14 +67,16 @@ inline void pack_b(float* packed, const StridedMatrix& b, int k0, int kc, int N)
         std::copy(row, row + width, out + k * NR);
         std::fill(out + k * NR + width, out + (k + 1) * NR, 0.0f);
       }
-    } else if (b.row_stride == 1) {  // B = W^T (the forward): 16 x 16 blocks of W transposed in registers
+    } else if (b.row_stride ==
+               1) {  // B = W^T (the forward): 16 x 16 blocks of W transposed in registers
       for (int kb = 0; kb < kc; kb += 16) {
         const int depth = std::min(16, kc - kb);
         const __mmask16 k_lanes = avx512::lanes_below(depth);
         for (int nb = 0; nb < NR; nb += 16) {
           __m512 rows[16];
           for (int i = 0; i < 16; ++i)
-            rows[i] = nb + i < width ? _mm512_maskz_loadu_ps(k_lanes, b.at(k0 + kb, n0 + nb + i)) : _mm512_setzero_ps();
+            rows[i] = nb + i < width ? _mm512_maskz_loadu_ps(k_lanes, b.at(k0 + kb, n0 + nb + i))
+                                     : _mm512_setzero_ps();
           avx512::transpose16(rows);
           for (int j = 0; j < depth; ++j) _mm512_storeu_ps(out + (kb + j) * NR + nb, rows[j]);
         }
@@ -90,8 +94,9 @@ inline void pack_b(float* packed, const StridedMatrix& b, int k0, int kc, int N)
 
 // C tile [rows <= 6, width <= 64] (op)= A rows [m0, m0+6) x B sliver (kc rows of 64, ldb apart).
 // The tile starts from C when from_c, otherwise from the bias (or zero).
-inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int kc, const float* sliver,
-                         std::int64_t ldb, float* c, std::int64_t ldc, int width, bool from_c, const float* bias) {
+inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int kc,
+                         const float* sliver, std::int64_t ldb, float* c, std::int64_t ldc,
+                         int width, bool from_c, const float* bias) {
   __m512 acc[MR][4];
   const __mmask16 mask[4] = {avx512::lanes_below(width), avx512::lanes_below(width - 16),
                              avx512::lanes_below(width - 32), avx512::lanes_below(width - 48)};
@@ -100,11 +105,13 @@ inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int k
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v)
-        acc[r][v] = r < rows ? _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
+        acc[r][v] =
+            r < rows ? _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
   } else {
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
-      const __m512 init = bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
+      const __m512 init =
+          bias ? _mm512_maskz_loadu_ps(mask[v], bias + 16 * v) : _mm512_setzero_ps();
 #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) acc[r][v] = init;
     }
@@ -116,8 +123,8 @@ inline void micro_kernel(const StridedMatrix& a, int m0, int rows, int k0, int k
   const std::int64_t step = a.col_stride;
   for (int k = 0; k < kc; ++k) {
     const float* bk = sliver + k * ldb;
-    const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
-                 b3 = _mm512_loadu_ps(bk + 48);
+    const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16),
+                 b2 = _mm512_loadu_ps(bk + 32), b3 = _mm512_loadu_ps(bk + 48);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
       const __m512 x = _mm512_set1_ps(row[r][k * step]);
@@ -143,8 +150,8 @@ inline std::vector<float>& packing_buffer() {
 
 // C[M,N] (row-major, leading dimension ldc) = A B + bias, or += A B when `accumulate`.
 // bias (length N) may be null; it is ignored when accumulating.
-inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatrix& b, float* c, std::int64_t ldc,
-                 bool accumulate, const float* bias = nullptr) {
+inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatrix& b, float* c,
+                 std::int64_t ldc, bool accumulate, const float* bias = nullptr) {
   using namespace gemm_detail;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -165,13 +172,15 @@ inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatri
     const bool from_c = accumulate || k0 > 0;
     const std::int64_t blocks = static_cast<std::int64_t>(row_blocks) * slivers;
     auto block = [&](std::int64_t index) {
-      const int s = static_cast<int>(index % slivers), m_begin = static_cast<int>(index / slivers) * MC;
+      const int s = static_cast<int>(index % slivers),
+                m_begin = static_cast<int>(index / slivers) * MC;
       const int m_end = std::min(M, m_begin + MC), n0 = s * NR, width = std::min(NR, N - n0);
-      const float* sliver = in_place ? b.at(k0, n0) : packed.data() + static_cast<std::size_t>(s) * kc * NR;
+      const float* sliver =
+          in_place ? b.at(k0, n0) : packed.data() + static_cast<std::size_t>(s) * kc * NR;
       const std::int64_t ldb = in_place ? b.row_stride : NR;
       for (int m0 = m_begin; m0 < m_end; m0 += MR)
-        micro_kernel(a, m0, std::min(MR, m_end - m0), k0, kc, sliver, ldb, c + m0 * ldc + n0, ldc, width, from_c,
-                     bias ? bias + n0 : nullptr);
+        micro_kernel(a, m0, std::min(MR, m_end - m0), k0, kc, sliver, ldb, c + m0 * ldc + n0, ldc,
+                     width, from_c, bias ? bias + n0 : nullptr);
     };
 #if defined(_OPENMP)
     const bool threaded = !omp_in_parallel() && omp_get_max_threads() > 1 && blocks > 1 &&

@@ -35,7 +35,8 @@ constexpr bool uses_gemm_kernel(int out) {
 
 // y[N,out] = x[N,in] w[out,in]^T + b[out]; b may be null (no bias).
 template <class Real>
-void linear_forward(Real* y, const Real* x, const Real* w, const Real* b, int rows, int in, int out) {
+void linear_forward(Real* y, const Real* x, const Real* w, const Real* b, int rows, int in,
+                    int out) {
   if constexpr (std::is_same_v<Real, float> && kGemmKernel) {
     if (uses_gemm_kernel<Real>(out)) {
       gemm(rows, out, in, {x, in, 1}, {w, 1, in}, y, out, false, b);
@@ -53,8 +54,10 @@ void linear_forward(Real* y, const Real* x, const Real* w, const Real* b, int ro
 template <class Real>
 void linear_backward(Real* dx, Real* dw, Real* db, const Real* dy, const Real* x, const Real* w,
                      int rows, int in, int out) {
-  if (db)  // row by row, vectorised along the row (Eigen's colwise sum walks a row-major dY by columns)
-    for (int n = 0; n < rows; ++n) VectorMap<Real>(db, out) += ConstVectorMap<Real>(dy + std::int64_t(n) * out, out);
+  if (db)  // row by row, vectorised along the row (Eigen's colwise sum walks a row-major dY by
+           // columns)
+    for (int n = 0; n < rows; ++n)
+      VectorMap<Real>(db, out) += ConstVectorMap<Real>(dy + std::int64_t(n) * out, out);
   if constexpr (std::is_same_v<Real, float> && kGemmKernel) {
     if (uses_gemm_kernel<Real>(out)) {
       if (dx) gemm(rows, in, out, {dy, out, 1}, {w, in, 1}, dx, in, false);

@@ -53,20 +53,22 @@ class GeluMlp {
     acts.d_hidden = arena.take(tokens * F);
   }
 
-  static void forward(const Real* params, const Real* x, Real* y, Activations& acts, const MixerContext<Real>& ctx) {
+  static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
+                      const MixerContext<Real>& ctx) {
     const int N = ctx.batch * ctx.length;
     nn::linear_forward(acts.fc, x, params + fc_weight, params + fc_bias, N, D, F);
     nn::gelu_forward(acts.gelu, acts.fc, static_cast<std::int64_t>(N) * F);
     nn::linear_forward(y, acts.gelu, params + proj_weight, params + proj_bias, N, F, D);
   }
 
-  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx, Activations& acts,
-                       const MixerContext<Real>& ctx) {
+  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
+                       Activations& acts, const MixerContext<Real>& ctx) {
     const int N = ctx.batch * ctx.length;
-    nn::linear_backward(acts.d_hidden, grads + proj_weight, grads + proj_bias, dy, acts.gelu, params + proj_weight, N,
-                        F, D);
+    nn::linear_backward(acts.d_hidden, grads + proj_weight, grads + proj_bias, dy, acts.gelu,
+                        params + proj_weight, N, F, D);
     nn::gelu_backward(acts.d_hidden, acts.d_hidden, acts.fc, static_cast<std::int64_t>(N) * F);
-    nn::linear_backward(dx, grads + fc_weight, grads + fc_bias, acts.d_hidden, x, params + fc_weight, N, D, F);
+    nn::linear_backward(dx, grads + fc_weight, grads + fc_bias, acts.d_hidden, x,
+                        params + fc_weight, N, D, F);
   }
 };
 

@@ -3,7 +3,8 @@
 //
 //   softplus(z)      = max(z, 0) + log1p(e^-|z|)    finite for every finite z
 //   softplus^-1(y)   = y + log(-expm1(-y))          y > 0
-//   step bias(u)     = softplus^-1(dt),  dt = max(exp(log dt_min + u (log dt_max - log dt_min)), dt_floor)
+//   step bias(u)     = softplus^-1(dt),  dt = max(exp(log dt_min + u (log dt_max - log dt_min)),
+//   dt_floor)
 //                      for u uniform in [0, 1): dt log-uniform in [1e-3, 1e-1], floored at 1e-4,
 //                      so that softplus(bias) = dt at init
 #pragma once
@@ -24,7 +25,8 @@ inline constexpr double kStepSizeMin = 1e-3, kStepSizeMax = 1e-1, kStepSizeFloor
 
 inline double initial_step_bias(double uniform) {
   const double log_min = std::log(kStepSizeMin), log_max = std::log(kStepSizeMax);
-  return inverse_softplus(std::max(std::exp(log_min + uniform * (log_max - log_min)), kStepSizeFloor));
+  return inverse_softplus(
+      std::max(std::exp(log_min + uniform * (log_max - log_min)), kStepSizeFloor));
 }
 
 }  // namespace emergent::nn

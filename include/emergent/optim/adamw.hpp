@@ -41,13 +41,15 @@ class AdamW {
       : config_(config), m_(parameter_count, 0), v_(parameter_count, 0) {
     for (const DecayRange& range : ranges)
       for (std::size_t at = 0; at < range.size; at += kChunk)
-        chunks_.push_back({range.offset + at, std::min<std::size_t>(kChunk, range.size - at), range.weight_decay});
+        chunks_.push_back({range.offset + at, std::min<std::size_t>(kChunk, range.size - at),
+                           range.weight_decay});
   }
 
   // The global L2 norm of the gradients, before clipping: in double, over fixed chunks summed in
   // order, so the same for every thread count.
   static double gradient_norm(std::span<const Real> grads) {
-    const std::int64_t n = static_cast<std::int64_t>(grads.size()), chunks = (n + kChunk - 1) / kChunk;
+    const std::int64_t n = static_cast<std::int64_t>(grads.size()),
+                       chunks = (n + kChunk - 1) / kChunk;
     std::vector<double> partial(static_cast<std::size_t>(chunks));
     parallel_for(chunks, [&](std::int64_t c) {
       constexpr int lanes = 8;  // independent accumulators, so that the loop vectorises
@@ -72,7 +74,9 @@ class AdamW {
     require(params.size() == m_.size() && grads.size() == m_.size(), "AdamW::step",
             "parameter, gradient and moment buffers differ in size");
     const double norm = gradient_norm(grads);
-    const double clip = (config_.max_grad_norm > 0 && norm > config_.max_grad_norm) ? config_.max_grad_norm / norm : 1.0;
+    const double clip = (config_.max_grad_norm > 0 && norm > config_.max_grad_norm)
+                            ? config_.max_grad_norm / norm
+                            : 1.0;
     ++steps_;
     const double bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
     const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));

@@ -23,7 +23,8 @@ struct LrSchedule {
   double at(std::int64_t step) const {
     if (step < warmup_steps) return peak * double(step + 1) / double(warmup_steps);
     if (kind == Kind::constant || total_steps <= warmup_steps) return peak;
-    const double progress = std::min(1.0, double(step - warmup_steps) / double(total_steps - warmup_steps));
+    const double progress =
+        std::min(1.0, double(step - warmup_steps) / double(total_steps - warmup_steps));
     const double cosine = 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
     return peak * (min_ratio + (1.0 - min_ratio) * cosine);
   }

@@ -14,8 +14,8 @@
 namespace emergent::reference {
 
 namespace detail {
-inline void check_cross_entropy_inputs(const Matrix& logits, const std::vector<int>& targets,
-                                       int B, int T, const std::vector<double>& weights,
+inline void check_cross_entropy_inputs(const Matrix& logits, const std::vector<int>& targets, int B,
+                                       int T, const std::vector<double>& weights,
                                        const char* where) {
   require(B >= 1 && T >= 1 && logits.rows() == static_cast<Index>(B) * T, where,
           "logits rows are not B*T");

@@ -70,10 +70,10 @@ struct GatedDeltaNetReference {
     Matrix q_pre, k_pre, v_pre, g_pre, a_pre, b_pre;  // projections
     Matrix q_conv, k_conv, v_conv;                    // conv outputs (before SiLU)
     Matrix q_act, k_act, v_act;                       // after SiLU [T,D]
-    Matrix q_hat, k_hat;                              // per-head normalised (q_hat includes 1/sqrt(Dh))
-    Matrix beta, g, z_gate;                           // [T,H]; z_gate = a_pre + dt_bias
-    std::vector<std::vector<Matrix>> S;               // [H][T+1] states (S[h][0] = 0)
-    Matrix o, z, y;                                   // core output [T,D], normed and gated [T,D], y
+    Matrix q_hat, k_hat;                 // per-head normalised (q_hat includes 1/sqrt(Dh))
+    Matrix beta, g, z_gate;              // [T,H]; z_gate = a_pre + dt_bias
+    std::vector<std::vector<Matrix>> S;  // [H][T+1] states (S[h][0] = 0)
+    Matrix o, z, y;                      // core output [T,D], normed and gated [T,D], y
   };
 
   Forward run(const MixerParameters& p, const Matrix& x) const {
@@ -187,10 +187,13 @@ struct GatedDeltaNetReference {
         d_q_hat.block(t, h * Dh, 1, Dh) = (St.transpose() * dout).transpose();
         dS += dout * q.transpose();
         const double d_alpha = (dS.array() * (P * M).array()).sum();
-        d_beta(t, h) = (dS.array() * (v * k.transpose() - alpha * P * k * k.transpose()).array()).sum();
+        d_beta(t, h) =
+            (dS.array() * (v * k.transpose() - alpha * P * k * k.transpose()).array()).sum();
         d_v.block(t, h * Dh, 1, Dh) = (beta * dS * k).transpose();
         d_k_hat.block(t, h * Dh, 1, Dh) =
-            (beta * dS.transpose() * v - alpha * beta * (P.transpose() * dS + dS.transpose() * P) * k).transpose();
+            (beta * dS.transpose() * v -
+             alpha * beta * (P.transpose() * dS + dS.transpose() * P) * k)
+                .transpose();
         d_g(t, h) = alpha * d_alpha;
         dS = alpha * dS * M;
       }
@@ -208,7 +211,8 @@ struct GatedDeltaNetReference {
         d["A_log"](0, h) += d_g(t, h) * f.g(t, h);
       }
 
-    // l2 norms (q^ = scale q r, k^ = k r, r = (|.|^2 + eps)^(-1/2)): d = scale r (d^ - u (u . d^)), u = . r
+    // l2 norms (q^ = scale q r, k^ = k r, r = (|.|^2 + eps)^(-1/2)): d = scale r (d^ - u (u . d^)),
+    // u = . r
     const double scale = 1.0 / std::sqrt(double(Dh));
     Matrix d_q_act(T, D), d_k_act(T, D);
     for (Index t = 0; t < T; ++t)
@@ -228,9 +232,12 @@ struct GatedDeltaNetReference {
     const Matrix d_q_conv = d_q_act.cwiseProduct(f.q_conv.unaryExpr(&silu_grad));
     const Matrix d_k_conv = d_k_act.cwiseProduct(f.k_conv.unaryExpr(&silu_grad));
     const Matrix d_v_conv = d_v.cwiseProduct(f.v_conv.unaryExpr(&silu_grad));
-    const Matrix d_q_pre = conv_backward(d_q_conv, f.q_pre, p.at("q_conv1d.weight"), d["q_conv1d.weight"]);
-    const Matrix d_k_pre = conv_backward(d_k_conv, f.k_pre, p.at("k_conv1d.weight"), d["k_conv1d.weight"]);
-    const Matrix d_v_pre = conv_backward(d_v_conv, f.v_pre, p.at("v_conv1d.weight"), d["v_conv1d.weight"]);
+    const Matrix d_q_pre =
+        conv_backward(d_q_conv, f.q_pre, p.at("q_conv1d.weight"), d["q_conv1d.weight"]);
+    const Matrix d_k_pre =
+        conv_backward(d_k_conv, f.k_pre, p.at("k_conv1d.weight"), d["k_conv1d.weight"]);
+    const Matrix d_v_pre =
+        conv_backward(d_v_conv, f.v_pre, p.at("v_conv1d.weight"), d["v_conv1d.weight"]);
 
     // The input projections.
     grads.dx = linear_backward(d_q_pre, x, p.at("q_proj.weight"), d["q_proj.weight"]);

@@ -38,7 +38,9 @@ struct MambaReference {
     const double s = sigmoid(v);
     return s * (1.0 + v * (1.0 - s));
   }
-  static double softplus(double v) { return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)); }
+  static double softplus(double v) {
+    return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+  }
 
   // Everything the forward computes, for the backward.
   struct Trace {
@@ -83,7 +85,8 @@ struct MambaReference {
       for (Index e = 0; e < E; ++e) {
         double y = p.at("D")(0, e) * r.u(t, e);
         for (Index n = 0; n < N; ++n) {
-          after(e, n) = std::exp(r.delta(t, e) * r.A(e, n)) * before(e, n) + r.delta(t, e) * r.Bm(t, n) * r.u(t, e);
+          after(e, n) = std::exp(r.delta(t, e) * r.A(e, n)) * before(e, n) +
+                        r.delta(t, e) * r.Bm(t, n) * r.u(t, e);
           y += r.Cm(t, n) * after(e, n);
         }
         r.y(t, e) = y;
@@ -104,7 +107,8 @@ struct MambaReference {
     MixerParameters& dp = g.dparams;
 
     // Gate.
-    const Matrix d_gated = linear_backward(dout, r.gated, p.at("out_proj.weight"), dp["out_proj.weight"]);
+    const Matrix d_gated =
+        linear_backward(dout, r.gated, p.at("out_proj.weight"), dp["out_proj.weight"]);
     Matrix dy(T, E), dz(T, E);
     for (Index t = 0; t < T; ++t)
       for (Index e = 0; e < E; ++e) {
@@ -112,8 +116,10 @@ struct MambaReference {
         dz(t, e) = d_gated(t, e) * r.y(t, e) * silu_derivative(r.z(t, e));
       }
 
-    // Selective scan, backwards in time; G is the adjoint of h[t], `carry` = exp(delta[t+1] A) G[t+1].
-    Matrix du = Matrix::Zero(T, E), d_delta = Matrix::Zero(T, E), dBm = Matrix::Zero(T, N), dCm = Matrix::Zero(T, N);
+    // Selective scan, backwards in time; G is the adjoint of h[t], `carry` = exp(delta[t+1] A)
+    // G[t+1].
+    Matrix du = Matrix::Zero(T, E), d_delta = Matrix::Zero(T, E), dBm = Matrix::Zero(T, N),
+           dCm = Matrix::Zero(T, N);
     Matrix dA = Matrix::Zero(E, N), carry = Matrix::Zero(E, N);
     for (Index t = T - 1; t >= 0; --t) {
       const Matrix& before = r.h[static_cast<std::size_t>(t)];
@@ -141,7 +147,8 @@ struct MambaReference {
     for (Index t = 0; t < T; ++t)
       for (Index e = 0; e < E; ++e) d_pre(t, e) = d_delta(t, e) * sigmoid(r.pre(t, e));
     Vector d_dt_bias = Vector::Zero(E);
-    const Matrix d_dl = linear_backward(d_pre, r.dl, p.at("dt_proj.weight"), dp["dt_proj.weight"], d_dt_bias);
+    const Matrix d_dl =
+        linear_backward(d_pre, r.dl, p.at("dt_proj.weight"), dp["dt_proj.weight"], d_dt_bias);
     dp["dt_proj.bias"] = d_dt_bias.transpose();
 
     // x_proj.

@@ -2,8 +2,8 @@
 // double, with the parameters by their local names (the names of the mixer's TensorLayout).
 //
 //   struct SomeMixerReference {
-//     Matrix forward(const MixerParameters& p, const Matrix& x) const;             // x [T,D] -> y [T,D]
-//     MixerGradients backward(const MixerParameters& p, const Matrix& x,
+//     Matrix forward(const MixerParameters& p, const Matrix& x) const;             // x [T,D] -> y
+//     [T,D] MixerGradients backward(const MixerParameters& p, const Matrix& x,
 //                             const Matrix& dy) const;                             // dL/dx, dL/dp
 //   };
 //
@@ -20,8 +20,8 @@ namespace emergent::reference {
 using MixerParameters = std::map<std::string, Matrix>;
 
 struct MixerGradients {
-  Matrix dx;                 // [T,D]
-  MixerParameters dparams;   // same names and shapes as the parameters
+  Matrix dx;                // [T,D]
+  MixerParameters dparams;  // same names and shapes as the parameters
 };
 
 // Zero gradients shaped like `p`.

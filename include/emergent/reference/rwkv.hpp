@@ -5,11 +5,12 @@
 //
 // Token shift and mix (both mixers): shifted_t = x_{t-1}, shifted_0 = 0;
 //   mixed = x * mix + shifted * (1 - mix)                       (mix [1,D], per channel)
-//   backward: dx_t += d_mixed_t * mix + d_mixed_{t+1} * (1 - mix);  d_mix += sum_t d_mixed_t (x_t - shifted_t)
+//   backward: dx_t += d_mixed_t * mix + d_mixed_{t+1} * (1 - mix);  d_mix += sum_t d_mixed_t (x_t -
+//   shifted_t)
 //
 // WKV, per channel, written as what it is: a causal softmax over the logits
-//   logit_{t,i} = k_i - (t-1-i) w   (i < t),   logit_{t,t} = u + k_t,   w = exp(time_decay), u = time_first
-//   p_{t,.} = softmax(logit_{t,.}),  wkv_t = sum_{i<=t} p_{t,i} v_i
+//   logit_{t,i} = k_i - (t-1-i) w   (i < t),   logit_{t,t} = u + k_t,   w = exp(time_decay), u =
+//   time_first p_{t,.} = softmax(logit_{t,.}),  wkv_t = sum_{i<=t} p_{t,i} v_i
 // This is the direct formula of the research notes (A3.3) with the maximum logit subtracted
 // before exp, and it is independent of the fast path's running-max recurrence. Its backward is
 // the softmax one: with g_t = dL/dwkv_t and dlogit_{t,i} = g_t p_{t,i} (v_i - wkv_t),
@@ -47,12 +48,14 @@ inline Matrix token_shift(const Matrix& x) {
 inline Matrix mix(const Matrix& x, const Matrix& shifted, const Matrix& mix) {
   Matrix out(x.rows(), x.cols());
   for (Index t = 0; t < x.rows(); ++t)
-    for (Index c = 0; c < x.cols(); ++c) out(t, c) = x(t, c) * mix(0, c) + shifted(t, c) * (1.0 - mix(0, c));
+    for (Index c = 0; c < x.cols(); ++c)
+      out(t, c) = x(t, c) * mix(0, c) + shifted(t, c) * (1.0 - mix(0, c));
   return out;
 }
 
 // Adds the gradient of mix(x, token_shift(x), mix) into dx [T,D] and d_mix [1,D].
-inline void mix_backward(const Matrix& d_mixed, const Matrix& x, const Matrix& mix, Matrix& dx, Matrix& d_mix) {
+inline void mix_backward(const Matrix& d_mixed, const Matrix& x, const Matrix& mix, Matrix& dx,
+                         Matrix& d_mix) {
   const Matrix shifted = token_shift(x);
   for (Index t = 0; t < x.rows(); ++t)
     for (Index c = 0; c < x.cols(); ++c) {
@@ -63,7 +66,8 @@ inline void mix_backward(const Matrix& d_mixed, const Matrix& x, const Matrix& m
 }
 
 // Softmax weights p_{t,0..t} of one channel at step t (see the header).
-inline std::vector<double> wkv_weights(const Matrix& k, Index t, Index c, double decay_rate, double bonus) {
+inline std::vector<double> wkv_weights(const Matrix& k, Index t, Index c, double decay_rate,
+                                       double bonus) {
   std::vector<double> p(static_cast<std::size_t>(t + 1));
   double largest = -std::numeric_limits<double>::infinity();
   for (Index i = 0; i <= t; ++i) {
@@ -78,7 +82,8 @@ inline std::vector<double> wkv_weights(const Matrix& k, Index t, Index c, double
 }
 
 // k, v [T,C], time_decay, time_first [1,C] -> wkv [T,C]
-inline Matrix wkv_forward(const Matrix& k, const Matrix& v, const Matrix& time_decay, const Matrix& time_first) {
+inline Matrix wkv_forward(const Matrix& k, const Matrix& v, const Matrix& time_decay,
+                          const Matrix& time_first) {
   require(k.rows() == v.rows() && k.cols() == v.cols(), "wkv_forward", "k and v differ in shape");
   Matrix wkv = Matrix::Zero(k.rows(), k.cols());
   for (Index c = 0; c < k.cols(); ++c) {
@@ -92,8 +97,8 @@ inline Matrix wkv_forward(const Matrix& k, const Matrix& v, const Matrix& time_d
 }
 
 struct WkvGradients {
-  Matrix dk, dv;                       // [T,C]
-  Matrix d_time_decay, d_time_first;   // [1,C]
+  Matrix dk, dv;                      // [T,C]
+  Matrix d_time_decay, d_time_first;  // [1,C]
 };
 
 // d_wkv [T,C] -> gradients of k, v, time_decay, time_first
@@ -113,8 +118,10 @@ inline WkvGradients wkv_backward(const Matrix& k, const Matrix& v, const Matrix&
         const double d_logit = d_wkv(t, c) * pi * (v(i, c) - wkv);
         g.dv(i, c) += d_wkv(t, c) * pi;
         g.dk(i, c) += d_logit;
-        if (i == t) g.d_time_first(0, c) += d_logit;
-        else dw -= double(t - 1 - i) * d_logit;
+        if (i == t)
+          g.d_time_first(0, c) += d_logit;
+        else
+          dw -= double(t - 1 - i) * d_logit;
       }
     }
     g.d_time_decay(0, c) = dw * w;
@@ -152,19 +159,23 @@ struct RwkvReference {
   MixerGradients backward(const MixerParameters& p, const Matrix& x, const Matrix& dy) const {
     const Forward f = run(p, x);
     MixerGradients g{Matrix::Zero(x.rows(), x.cols()), zeros_like(p)};
-    const Matrix d_gated = linear_backward(dy, f.gated, p.at("output.weight"), g.dparams["output.weight"]);
+    const Matrix d_gated =
+        linear_backward(dy, f.gated, p.at("output.weight"), g.dparams["output.weight"]);
     Matrix d_wkv(d_gated.rows(), d_gated.cols()), d_r(d_gated.rows(), d_gated.cols());
     for (Index i = 0; i < d_gated.size(); ++i) {
       const double s = rwkv::sigmoid(f.r.data()[i]);
       d_wkv.data()[i] = d_gated.data()[i] * s;
       d_r.data()[i] = d_gated.data()[i] * f.wkv.data()[i] * s * (1.0 - s);
     }
-    const rwkv::WkvGradients gw = rwkv::wkv_backward(f.k, f.v, p.at("time_decay"), p.at("time_first"), d_wkv);
+    const rwkv::WkvGradients gw =
+        rwkv::wkv_backward(f.k, f.v, p.at("time_decay"), p.at("time_first"), d_wkv);
     g.dparams["time_decay"] = gw.d_time_decay;
     g.dparams["time_first"] = gw.d_time_first;
     const Matrix d_xk = linear_backward(gw.dk, f.xk, p.at("key.weight"), g.dparams["key.weight"]);
-    const Matrix d_xv = linear_backward(gw.dv, f.xv, p.at("value.weight"), g.dparams["value.weight"]);
-    const Matrix d_xr = linear_backward(d_r, f.xr, p.at("receptance.weight"), g.dparams["receptance.weight"]);
+    const Matrix d_xv =
+        linear_backward(gw.dv, f.xv, p.at("value.weight"), g.dparams["value.weight"]);
+    const Matrix d_xr =
+        linear_backward(d_r, f.xr, p.at("receptance.weight"), g.dparams["receptance.weight"]);
     rwkv::mix_backward(d_xk, x, p.at("time_mix_k"), g.dx, g.dparams["time_mix_k"]);
     rwkv::mix_backward(d_xv, x, p.at("time_mix_v"), g.dx, g.dparams["time_mix_v"]);
     rwkv::mix_backward(d_xr, x, p.at("time_mix_r"), g.dx, g.dparams["time_mix_r"]);
@@ -211,9 +222,11 @@ struct RwkvChannelMixReference {
       d_r.data()[i] = dy.data()[i] * f.kv.data()[i] * s * (1.0 - s);
     }
     Matrix d_pre = linear_backward(d_kv, f.hidden, p.at("value.weight"), g.dparams["value.weight"]);
-    for (Index i = 0; i < d_pre.size(); ++i) d_pre.data()[i] *= 2.0 * std::max(0.0, f.pre.data()[i]);
+    for (Index i = 0; i < d_pre.size(); ++i)
+      d_pre.data()[i] *= 2.0 * std::max(0.0, f.pre.data()[i]);
     const Matrix d_xk = linear_backward(d_pre, f.xk, p.at("key.weight"), g.dparams["key.weight"]);
-    const Matrix d_xr = linear_backward(d_r, f.xr, p.at("receptance.weight"), g.dparams["receptance.weight"]);
+    const Matrix d_xr =
+        linear_backward(d_r, f.xr, p.at("receptance.weight"), g.dparams["receptance.weight"]);
     rwkv::mix_backward(d_xk, x, p.at("time_mix_k"), g.dx, g.dparams["time_mix_k"]);
     rwkv::mix_backward(d_xr, x, p.at("time_mix_r"), g.dx, g.dparams["time_mix_r"]);
     return g;

@@ -43,10 +43,9 @@ inline std::vector<std::string> parameter_names(int layers) {
   std::vector<std::string> names{"embed.token.weight", "embed.position.weight"};
   for (int l = 0; l < layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    for (const char* suffix :
-         {"ln1.weight", "ln1.bias", "mixer.qkv.weight", "mixer.qkv.bias", "mixer.out.weight",
-          "mixer.out.bias", "ln2.weight", "ln2.bias", "mlp.fc.weight", "mlp.fc.bias",
-          "mlp.proj.weight", "mlp.proj.bias"})
+    for (const char* suffix : {"ln1.weight", "ln1.bias", "mixer.qkv.weight", "mixer.qkv.bias",
+                               "mixer.out.weight", "mixer.out.bias", "ln2.weight", "ln2.bias",
+                               "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"})
       names.push_back(p + suffix);
   }
   names.insert(names.end(), {"final_ln.weight", "final_ln.bias", "head.weight"});
@@ -115,35 +114,42 @@ inline Shape infer_shape(const Parameters& p, int heads) {
 // ~ 1 + N(0, scale), so that biases and LayerNorm parameters are exercised too.
 inline Parameters random_parameters(int vocab, int d_model, int heads, int layers, int d_ff,
                                     int max_len, std::mt19937_64& rng, double scale) {
-  const Shape s{.vocab = vocab, .d_model = d_model, .heads = heads, .layers = layers,
-                .d_ff = d_ff, .max_len = max_len};
+  const Shape s{.vocab = vocab,
+                .d_model = d_model,
+                .heads = heads,
+                .layers = layers,
+                .d_ff = d_ff,
+                .max_len = max_len};
   require(s.valid(), "reference::random_parameters", "invalid shape");
   Parameters p = zero_parameters(s);
   std::normal_distribution<double> normal(0.0, scale);
   for (const std::string& name : parameter_names(layers)) {  // fixed order: reproducible
-    const bool is_layernorm_weight = name.find("ln") != std::string::npos &&
-                                     name.ends_with(".weight");
+    const bool is_layernorm_weight =
+        name.find("ln") != std::string::npos && name.ends_with(".weight");
     Matrix& m = p[name];
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = (is_layernorm_weight ? 1.0 : 0.0) + normal(rng);
+    for (Index i = 0; i < m.size(); ++i)
+      m.data()[i] = (is_layernorm_weight ? 1.0 : 0.0) + normal(rng);
   }
   return p;
 }
 
 namespace detail {
-inline Vector as_vector(const Matrix& row) { return Eigen::Map<const Vector>(row.data(), row.size()); }
+inline Vector as_vector(const Matrix& row) {
+  return Eigen::Map<const Vector>(row.data(), row.size());
+}
 inline void add_vector(Matrix& row, const Vector& v) { row += v.transpose(); }
 
 // What the backward needs of one layer's forward.
 struct LayerActivations {
-  Matrix x_in;                                   // [B*T,D] residual stream entering the layer
-  Matrix a;                                      // [B*T,D] LN1(x_in)
-  Matrix qkv;                                    // [B*T,3D]
+  Matrix x_in;                                     // [B*T,D] residual stream entering the layer
+  Matrix a;                                        // [B*T,D] LN1(x_in)
+  Matrix qkv;                                      // [B*T,3D]
   std::vector<std::vector<Matrix>> probabilities;  // [B][H] of [T,T]
-  Matrix o;                                      // [B*T,D] attention output, heads concatenated
-  Matrix x_mid;                                  // [B*T,D] x_in + mixer
-  Matrix m;                                      // [B*T,D] LN2(x_mid)
-  Matrix h_pre;                                  // [B*T,F] fc(m)
-  Matrix h_post;                                 // [B*T,F] GELU(h_pre)
+  Matrix o;                                        // [B*T,D] attention output, heads concatenated
+  Matrix x_mid;                                    // [B*T,D] x_in + mixer
+  Matrix m;                                        // [B*T,D] LN2(x_mid)
+  Matrix h_pre;                                    // [B*T,F] fc(m)
+  Matrix h_post;                                   // [B*T,F] GELU(h_pre)
 };
 }  // namespace detail
 
@@ -153,12 +159,11 @@ struct LayerActivations {
 // attention (nullable): OVERWRITTEN with L*B*H matrices [T,T], the probabilities of layer l,
 // sequence b, head h at index (l*B + b)*H + h.
 inline double transformer_loss_and_gradients(const Parameters& p, int heads,
-                                              const std::vector<int>& tokens,
-                                              const std::vector<int>& targets, int B, int T,
-                                              const std::vector<double>& weights,
-                                              const Matrix& bias_pattern, double bias_strength,
-                                              Parameters* grads,
-                                              std::vector<Matrix>* attention) {
+                                             const std::vector<int>& tokens,
+                                             const std::vector<int>& targets, int B, int T,
+                                             const std::vector<double>& weights,
+                                             const Matrix& bias_pattern, double bias_strength,
+                                             Parameters* grads, std::vector<Matrix>* attention) {
   using detail::as_vector;
   const Shape s = infer_shape(p, heads);
   const Index D = s.d_model;
@@ -166,7 +171,9 @@ inline double transformer_loss_and_gradients(const Parameters& p, int heads,
           "need B >= 1 and 1 <= T <= max_len");
   require(tokens.size() == static_cast<std::size_t>(B) * static_cast<std::size_t>(T),
           "transformer_loss_and_gradients", "tokens size is not B*T");
-  auto name = [](int l, const char* suffix) { return "layers." + std::to_string(l) + "." + suffix; };
+  auto name = [](int l, const char* suffix) {
+    return "layers." + std::to_string(l) + "." + suffix;
+  };
   auto sequence = [T](Matrix& m, int b) { return m.middleRows(static_cast<Index>(b) * T, T); };
 
   // ---- forward ----
@@ -175,8 +182,10 @@ inline double transformer_loss_and_gradients(const Parameters& p, int heads,
   for (int l = 0; l < s.layers; ++l) {
     detail::LayerActivations& c = acts[static_cast<std::size_t>(l)];
     c.x_in = x;
-    c.a = layernorm_forward(x, as_vector(p[name(l, "ln1.weight")]), as_vector(p[name(l, "ln1.bias")]));
-    c.qkv = linear_forward(c.a, p[name(l, "mixer.qkv.weight")], as_vector(p[name(l, "mixer.qkv.bias")]));
+    c.a = layernorm_forward(x, as_vector(p[name(l, "ln1.weight")]),
+                            as_vector(p[name(l, "ln1.bias")]));
+    c.qkv = linear_forward(c.a, p[name(l, "mixer.qkv.weight")],
+                           as_vector(p[name(l, "mixer.qkv.bias")]));
     c.o = Matrix(static_cast<Index>(B) * T, D);
     for (int b = 0; b < B; ++b) {
       DotAttentionOutput att =
@@ -184,13 +193,18 @@ inline double transformer_loss_and_gradients(const Parameters& p, int heads,
       sequence(c.o, b) = att.out;
       c.probabilities.push_back(std::move(att.probabilities));
     }
-    c.x_mid = x + linear_forward(c.o, p[name(l, "mixer.out.weight")], as_vector(p[name(l, "mixer.out.bias")]));
-    c.m = layernorm_forward(c.x_mid, as_vector(p[name(l, "ln2.weight")]), as_vector(p[name(l, "ln2.bias")]));
-    c.h_pre = linear_forward(c.m, p[name(l, "mlp.fc.weight")], as_vector(p[name(l, "mlp.fc.bias")]));
+    c.x_mid = x + linear_forward(c.o, p[name(l, "mixer.out.weight")],
+                                 as_vector(p[name(l, "mixer.out.bias")]));
+    c.m = layernorm_forward(c.x_mid, as_vector(p[name(l, "ln2.weight")]),
+                            as_vector(p[name(l, "ln2.bias")]));
+    c.h_pre =
+        linear_forward(c.m, p[name(l, "mlp.fc.weight")], as_vector(p[name(l, "mlp.fc.bias")]));
     c.h_post = gelu_forward(c.h_pre);
-    x = c.x_mid + linear_forward(c.h_post, p[name(l, "mlp.proj.weight")], as_vector(p[name(l, "mlp.proj.bias")]));
+    x = c.x_mid + linear_forward(c.h_post, p[name(l, "mlp.proj.weight")],
+                                 as_vector(p[name(l, "mlp.proj.bias")]));
   }
-  const Matrix y = layernorm_forward(x, as_vector(p["final_ln.weight"]), as_vector(p["final_ln.bias"]));
+  const Matrix y =
+      layernorm_forward(x, as_vector(p["final_ln.weight"]), as_vector(p["final_ln.bias"]));
   const Matrix logits = linear_forward(y, p["head.weight"]);
   const double loss = cross_entropy_forward(logits, targets, B, T, weights);
 

@@ -54,24 +54,36 @@ class CellularAutomaton {
 
   CellularAutomaton(int state_size, int states = 16, int colours = 4, int window = 3, int depth = 1,
                     int rules = 256, std::uint64_t task_seed = 0)
-      : state_size_(state_size), states_(states), colours_(colours), window_(window), depth_(depth),
+      : state_size_(state_size),
+        states_(states),
+        colours_(colours),
+        window_(window),
+        depth_(depth),
         rules_(rules) {
-    require(state_size >= 1, "CellularAutomaton S", "state size S must be >= 1, got " + std::to_string(state_size));
-    require(states >= 2, "CellularAutomaton T", "states per sequence T must be >= 2, got " + std::to_string(states));
-    require(colours >= 2, "CellularAutomaton C", "colours C must be >= 2, got " + std::to_string(colours));
+    require(state_size >= 1, "CellularAutomaton S",
+            "state size S must be >= 1, got " + std::to_string(state_size));
+    require(states >= 2, "CellularAutomaton T",
+            "states per sequence T must be >= 2, got " + std::to_string(states));
+    require(colours >= 2, "CellularAutomaton C",
+            "colours C must be >= 2, got " + std::to_string(colours));
     require(window >= 1 && window % 2 == 1, "CellularAutomaton W",
             "window W must be odd and >= 1, got " + std::to_string(window));
     table_size_ = checked_table_size(colours, window);
     require(table_size_ > 0, "CellularAutomaton C^W",
-            "the lookup table of C^W entries (C=" + std::to_string(colours) + ", W=" + std::to_string(window) +
-                ") must hold at most 2^20 entries");
-    require(depth >= 1, "CellularAutomaton k", "depth k must be >= 1, got " + std::to_string(depth));
-    require(rules >= 1, "CellularAutomaton N", "rules N must be >= 1, got " + std::to_string(rules));
-    require(static_cast<std::int64_t>(rules) * table_size_ <= kMaxPoolEntries, "CellularAutomaton N",
+            "the lookup table of C^W entries (C=" + std::to_string(colours) +
+                ", W=" + std::to_string(window) + ") must hold at most 2^20 entries");
+    require(depth >= 1, "CellularAutomaton k",
+            "depth k must be >= 1, got " + std::to_string(depth));
+    require(rules >= 1, "CellularAutomaton N",
+            "rules N must be >= 1, got " + std::to_string(rules));
+    require(static_cast<std::int64_t>(rules) * table_size_ <= kMaxPoolEntries,
+            "CellularAutomaton N",
             "the pool of N*C^W = " + std::to_string(rules) + "*" + std::to_string(table_size_) +
                 " entries exceeds 2^28");
-    require(static_cast<std::int64_t>(state_size) * states <= std::numeric_limits<int>::max(), "CellularAutomaton S*T",
-            "S*T = " + std::to_string(state_size) + "*" + std::to_string(states) + " tokens must fit an int");
+    require(static_cast<std::int64_t>(state_size) * states <= std::numeric_limits<int>::max(),
+            "CellularAutomaton S*T",
+            "S*T = " + std::to_string(state_size) + "*" + std::to_string(states) +
+                " tokens must fit an int");
     radius_ = static_cast<std::int64_t>(depth) * (window - 1) / 2;
     draw_rules(task_seed);
   }
@@ -122,18 +134,23 @@ class CellularAutomaton {
 
   // One step of the automaton with periodic boundary: next[i] = table[window of `state` around i].
   // Validates its arguments (sizes, colours), so it is meant for tests and tools.
-  static std::vector<int> step_state(const std::vector<int>& state, const std::vector<int>& table, int C, int W) {
+  static std::vector<int> step_state(const std::vector<int>& state, const std::vector<int>& table,
+                                     int C, int W) {
     require(C >= 2, "CellularAutomaton::step_state C", "must be >= 2, got " + std::to_string(C));
-    require(W >= 1 && W % 2 == 1, "CellularAutomaton::step_state W", "must be odd and >= 1, got " + std::to_string(W));
+    require(W >= 1 && W % 2 == 1, "CellularAutomaton::step_state W",
+            "must be odd and >= 1, got " + std::to_string(W));
     const std::int64_t size = checked_table_size(C, W);
-    require(size > 0 && static_cast<std::int64_t>(table.size()) == size, "CellularAutomaton::step_state table",
+    require(size > 0 && static_cast<std::int64_t>(table.size()) == size,
+            "CellularAutomaton::step_state table",
             "size " + std::to_string(table.size()) + ", expected C^W");
     require(!state.empty(), "CellularAutomaton::step_state state", "must hold at least one cell");
     for (int cell : state) {
-      require(cell >= 0 && cell < C, "CellularAutomaton::step_state state", "cell colour " + std::to_string(cell) + " outside [0, C)");
+      require(cell >= 0 && cell < C, "CellularAutomaton::step_state state",
+              "cell colour " + std::to_string(cell) + " outside [0, C)");
     }
     for (int entry : table) {
-      require(entry >= 0 && entry < C, "CellularAutomaton::step_state table", "entry " + std::to_string(entry) + " outside [0, C)");
+      require(entry >= 0 && entry < C, "CellularAutomaton::step_state table",
+              "entry " + std::to_string(entry) + " outside [0, C)");
     }
     std::vector<int> next(state.size());
     advance(state.data(), next.data(), static_cast<int>(state.size()), table.data(), C, W);
@@ -141,15 +158,18 @@ class CellularAutomaton {
   }
 
   // step_state applied `depth` times: one recorded transition.
-  static std::vector<int> evolve(std::vector<int> state, const std::vector<int>& table, int C, int W, int depth) {
-    require(depth >= 0, "CellularAutomaton::evolve depth", "must be >= 0, got " + std::to_string(depth));
+  static std::vector<int> evolve(std::vector<int> state, const std::vector<int>& table, int C,
+                                 int W, int depth) {
+    require(depth >= 0, "CellularAutomaton::evolve depth",
+            "must be >= 0, got " + std::to_string(depth));
     for (int step = 0; step < depth; ++step) state = step_state(state, table, C, W);
     return state;
   }
 
   // The pool index of the rule of sequence b of step `step`.
   int rule_of_sequence(std::uint64_t data_seed, std::uint64_t step, int b) const {
-    require(b >= 0, "CellularAutomaton::rule_of_sequence b", "must be >= 0, got " + std::to_string(b));
+    require(b >= 0, "CellularAutomaton::rule_of_sequence b",
+            "must be >= 0, got " + std::to_string(b));
     const PhiloxStream stream(data_seed, step);
     return draw_rule(stream, b);
   }
@@ -162,15 +182,18 @@ class CellularAutomaton {
   //   s_0[i]     = below((b << 30) + 1 + i, C)      i = 0 .. S-1   (S < 2^30 by the S*T check)
   // The indices depend only on b and i, hence sequence b is the same for every batch size and
   // thread count.
-  void sample(std::uint64_t data_seed, std::uint64_t step, int batch, std::span<std::int32_t> inputs,
-              std::span<std::int32_t> targets) const {
-    require(batch >= 0, "CellularAutomaton::sample batch", "must be >= 0, got " + std::to_string(batch));
+  void sample(std::uint64_t data_seed, std::uint64_t step, int batch,
+              std::span<std::int32_t> inputs, std::span<std::int32_t> targets) const {
+    require(batch >= 0, "CellularAutomaton::sample batch",
+            "must be >= 0, got " + std::to_string(batch));
     const std::size_t L = static_cast<std::size_t>(length());
     const std::size_t expected = static_cast<std::size_t>(batch) * L;
     require(inputs.size() == expected, "CellularAutomaton::sample inputs",
-            "size " + std::to_string(inputs.size()) + ", expected batch*length = " + std::to_string(expected));
+            "size " + std::to_string(inputs.size()) +
+                ", expected batch*length = " + std::to_string(expected));
     require(targets.size() == expected, "CellularAutomaton::sample targets",
-            "size " + std::to_string(targets.size()) + ", expected batch*length = " + std::to_string(expected));
+            "size " + std::to_string(targets.size()) +
+                ", expected batch*length = " + std::to_string(expected));
 
     const std::size_t S = static_cast<std::size_t>(state_size_);
     const PhiloxStream stream(data_seed, step);
@@ -180,12 +203,15 @@ class CellularAutomaton {
       const std::uint64_t base = static_cast<std::uint64_t>(b) << 30;
       const std::vector<int>& table = tables_[static_cast<std::size_t>(draw_rule(stream, b))];
       for (std::size_t i = 0; i < S; ++i) {
-        tokens[i] = static_cast<int>(stream.below(base + 1 + i, static_cast<std::uint32_t>(colours_)));
+        tokens[i] =
+            static_cast<int>(stream.below(base + 1 + i, static_cast<std::uint32_t>(colours_)));
       }
       for (std::size_t t = 1; t < static_cast<std::size_t>(states_); ++t) {
         const int* from = tokens.data() + (t - 1) * S;
         for (int applied = 0; applied < depth_; ++applied) {
-          int* to = applied + 1 == depth_ ? tokens.data() + t * S : (applied % 2 == 0 ? scratch_a.data() : scratch_b.data());
+          int* to = applied + 1 == depth_
+                        ? tokens.data() + t * S
+                        : (applied % 2 == 0 ? scratch_a.data() : scratch_b.data());
           advance(from, to, state_size_, table.data(), colours_, window_);
           from = to;
         }
@@ -221,7 +247,8 @@ class CellularAutomaton {
       if (hit[static_cast<std::size_t>(j)] == 0) continue;
       const int key = previous + j;
       // Causal: key <= t*S - 1 <= t*S + i - 1 = query.
-      require(key <= query, "CellularAutomaton::target_keys", "target key above the diagonal (internal error)");
+      require(key <= query, "CellularAutomaton::target_keys",
+              "target key above the diagonal (internal error)");
       keys.push_back(key);
     }
     return keys;
@@ -266,9 +293,10 @@ class CellularAutomaton {
   // [begin, end) of the keys of the previous recorded state for an analysed query: the query
   // predicting a cell of state t gets [(t-1)*S, t*S).
   std::pair<int, int> analysis_key_range(int query) const {
-    require(query >= state_size_ - 1 && query < length(), "CellularAutomaton::analysis_key_range query",
-            "must be in [S-1, length) = [" + std::to_string(state_size_ - 1) + ", " + std::to_string(length()) +
-                "), got " + std::to_string(query));
+    require(query >= state_size_ - 1 && query < length(),
+            "CellularAutomaton::analysis_key_range query",
+            "must be in [S-1, length) = [" + std::to_string(state_size_ - 1) + ", " +
+                std::to_string(length()) + "), got " + std::to_string(query));
     const int t = (query + 1) / state_size_;
     return {(t - 1) * state_size_, t * state_size_};
   }
@@ -279,7 +307,8 @@ class CellularAutomaton {
   // (and, if the model does not memorise the pool, any window pattern not yet seen in the
   // sequence) are predicted with some uncertainty.
   double loss_floor() const {
-    return static_cast<double>(state_size_ - 1) / static_cast<double>(length()) * std::log(static_cast<double>(colours_));
+    return static_cast<double>(state_size_ - 1) / static_cast<double>(length()) *
+           std::log(static_cast<double>(colours_));
   }
 
  private:
@@ -305,7 +334,8 @@ class CellularAutomaton {
   }
 
   int draw_rule(const PhiloxStream& stream, int b) const {
-    return static_cast<int>(stream.below(static_cast<std::uint64_t>(b) << 30, static_cast<std::uint32_t>(rules_)));
+    return static_cast<int>(
+        stream.below(static_cast<std::uint64_t>(b) << 30, static_cast<std::uint32_t>(rules_)));
   }
 
   // Entry e of table r is below(r * C^W + e, C) on stream "rules" of task_seed: every entry
@@ -317,7 +347,8 @@ class CellularAutomaton {
     tables_.assign(static_cast<std::size_t>(rules_), std::vector<int>(size));
     for (std::size_t r = 0; r < tables_.size(); ++r) {
       for (std::size_t e = 0; e < size; ++e) {
-        tables_[r][e] = static_cast<int>(stream.below(r * size + e, static_cast<std::uint32_t>(colours_)));
+        tables_[r][e] =
+            static_cast<int>(stream.below(r * size + e, static_cast<std::uint32_t>(colours_)));
       }
     }
   }

@@ -38,7 +38,8 @@ class LinearMap {
  public:
   LinearMap(int state_size, int ones_per_row, std::uint64_t task_seed)
       : state_size_(state_size), ones_per_row_(ones_per_row) {
-    require(state_size >= 1, "LinearMap S", "state size S must be >= 1, got " + std::to_string(state_size));
+    require(state_size >= 1, "LinearMap S",
+            "state size S must be >= 1, got " + std::to_string(state_size));
     require(ones_per_row >= 1 && ones_per_row <= state_size, "LinearMap s",
             "ones per row s must be in [1, S=" + std::to_string(state_size) + "], got " +
                 std::to_string(ones_per_row));
@@ -80,15 +81,17 @@ class LinearMap {
   // x0 of sample b: bit k is bit (k % 32) of word (b << 32) + k / 32 of the Philox stream
   // (key = data_seed, stream id = step). The word index depends only on b and k, hence sample b
   // is the same for every batch size and thread count.
-  void sample(std::uint64_t data_seed, std::uint64_t step, int batch, std::span<std::int32_t> inputs,
-              std::span<std::int32_t> targets) const {
+  void sample(std::uint64_t data_seed, std::uint64_t step, int batch,
+              std::span<std::int32_t> inputs, std::span<std::int32_t> targets) const {
     require(batch >= 0, "LinearMap::sample batch", "must be >= 0, got " + std::to_string(batch));
     const std::size_t T = static_cast<std::size_t>(length());
     const std::size_t expected = static_cast<std::size_t>(batch) * T;
     require(inputs.size() == expected, "LinearMap::sample inputs",
-            "size " + std::to_string(inputs.size()) + ", expected batch*length = " + std::to_string(expected));
+            "size " + std::to_string(inputs.size()) +
+                ", expected batch*length = " + std::to_string(expected));
     require(targets.size() == expected, "LinearMap::sample targets",
-            "size " + std::to_string(targets.size()) + ", expected batch*length = " + std::to_string(expected));
+            "size " + std::to_string(targets.size()) +
+                ", expected batch*length = " + std::to_string(expected));
 
     const std::size_t S = static_cast<std::size_t>(state_size_);
     const PhiloxStream stream(data_seed, step);

@@ -34,12 +34,13 @@ class SequenceTask {
   virtual ~SequenceTask() = default;
   virtual int vocab() const = 0;
   virtual int length() const = 0;  // model positions: tokens per sequence - 1
-  virtual void sample(std::uint64_t data_seed, std::uint64_t step, int batch, std::span<std::int32_t> inputs,
-                      std::span<std::int32_t> targets) const = 0;
-  virtual std::vector<float> attention_target() const = 0;          // [length, length]
-  virtual std::vector<float> full_loss_weights() const = 0;         // the training objective
-  virtual std::vector<float> predictable_loss_weights() const = 0;  // predictions that can be learned
-  virtual std::vector<int> analysis_queries() const = 0;            // queries with a known target
+  virtual void sample(std::uint64_t data_seed, std::uint64_t step, int batch,
+                      std::span<std::int32_t> inputs, std::span<std::int32_t> targets) const = 0;
+  virtual std::vector<float> attention_target() const = 0;   // [length, length]
+  virtual std::vector<float> full_loss_weights() const = 0;  // the training objective
+  virtual std::vector<float> predictable_loss_weights()
+      const = 0;                                          // predictions that can be learned
+  virtual std::vector<int> analysis_queries() const = 0;  // queries with a known target
   virtual std::pair<int, int> analysis_key_range(int query) const = 0;  // keys the target lies in
 };
 
@@ -49,15 +50,19 @@ class TaskAdapter final : public SequenceTask {
   explicit TaskAdapter(Task task) : task_(std::move(task)) {}
   int vocab() const override { return task_.vocab(); }
   int length() const override { return task_.length(); }
-  void sample(std::uint64_t data_seed, std::uint64_t step, int batch, std::span<std::int32_t> inputs,
-              std::span<std::int32_t> targets) const override {
+  void sample(std::uint64_t data_seed, std::uint64_t step, int batch,
+              std::span<std::int32_t> inputs, std::span<std::int32_t> targets) const override {
     task_.sample(data_seed, step, batch, inputs, targets);
   }
   std::vector<float> attention_target() const override { return task_.attention_target(); }
   std::vector<float> full_loss_weights() const override { return task_.full_loss_weights(); }
-  std::vector<float> predictable_loss_weights() const override { return task_.predictable_loss_weights(); }
+  std::vector<float> predictable_loss_weights() const override {
+    return task_.predictable_loss_weights();
+  }
   std::vector<int> analysis_queries() const override { return task_.analysis_queries(); }
-  std::pair<int, int> analysis_key_range(int query) const override { return task_.analysis_key_range(query); }
+  std::pair<int, int> analysis_key_range(int query) const override {
+    return task_.analysis_key_range(query);
+  }
   const Task& task() const { return task_; }
 
  private:

@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <string_view>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -22,7 +22,8 @@
 
 namespace emergent {
 
-inline std::filesystem::path checkpoint_path(const std::filesystem::path& run_dir, std::int64_t step) {
+inline std::filesystem::path checkpoint_path(const std::filesystem::path& run_dir,
+                                             std::int64_t step) {
   char name[64];
   std::snprintf(name, sizeof name, "step_%06lld.safetensors", static_cast<long long>(step));
   return run_dir / name;
@@ -34,14 +35,17 @@ inline std::optional<long long> checkpoint_step(const std::string& file_name) {
   if (file_name.size() <= prefix.size() + suffix.size() || !file_name.starts_with(prefix) ||
       !file_name.ends_with(suffix))
     return std::nullopt;
-  const std::string digits = file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  const std::string digits =
+      file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   return std::stoll(digits);
 }
 
 // The checkpoint of the highest step in run_dir, if any.
-inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir) {
+inline std::optional<std::filesystem::path> latest_checkpoint(
+    const std::filesystem::path& run_dir) {
   if (!std::filesystem::is_directory(run_dir)) return std::nullopt;
   std::optional<std::filesystem::path> best;
   long long best_step = -1;
@@ -56,7 +60,7 @@ inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesys
 }
 
 struct CheckpointState {
-  std::int64_t step = 0;            // updates applied
+  std::int64_t step = 0;  // updates applied
   std::int64_t optimizer_steps = 0;
   std::string config_json;
 };

@@ -113,13 +113,16 @@ class RunTrainer {
 
     const SequenceTask& task = *setup_.task;
     const int B = batch_, T = task.length();
-    const std::vector<float> full = task.full_loss_weights(), predictable = task.predictable_loss_weights();
+    const std::vector<float> full = task.full_loss_weights(),
+                             predictable = task.predictable_loss_weights();
     const std::vector<float> target = task.attention_target();
     const std::string& name = setup_.predictable_name;
-    const std::span<const float> bias_pattern = config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
+    const std::span<const float> bias_pattern =
+        config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
-    const LrSchedule schedule{config_.lr, config_.warmup_steps, parse_schedule_kind(config_.schedule),
-                              config_.steps, config_.min_lr_ratio};
+    const LrSchedule schedule{config_.lr, config_.warmup_steps,
+                              parse_schedule_kind(config_.schedule), config_.steps,
+                              config_.min_lr_ratio};
 
     std::ofstream metrics(run_dir_ / "metrics.jsonl", std::ios::app);
     require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot open for appending");
@@ -163,7 +166,8 @@ class RunTrainer {
         }
       }
       if ((step + 1) % config_.checkpoint_every == 0) save(step + 1, config_text);
-      if (show_progress_ && seconds_between(last_progress, std::chrono::steady_clock::now()) > 1.0) {
+      if (show_progress_ &&
+          seconds_between(last_progress, std::chrono::steady_clock::now()) > 1.0) {
         last_progress = std::chrono::steady_clock::now();
         print_progress(step + 1, start_step, started, loss);
       }
@@ -185,7 +189,8 @@ class RunTrainer {
     for (const auto& t : model.tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
     return ranges;
   }
-  static double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  static double seconds_between(std::chrono::steady_clock::time_point a,
+                                std::chrono::steady_clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
   }
   static double seconds_since(std::chrono::steady_clock::time_point a) {
@@ -207,7 +212,8 @@ class RunTrainer {
       nlohmann::json a = to_json(existing), b = to_json(config_);
       // These may change on resume, except steps under a cosine schedule, whose shape they set.
       for (const char* key : {"steps", "stop_below", "threads"})
-        if (!(std::string(key) == "steps" && config_.schedule == "cosine")) a.erase(key), b.erase(key);
+        if (!(std::string(key) == "steps" && config_.schedule == "cosine"))
+          a.erase(key), b.erase(key);
       const std::vector<std::string> differences = config_differences(a, b, "config.json", "given");
       std::string listed;
       for (const std::string& d : differences) listed += "; " + d;
@@ -226,7 +232,9 @@ class RunTrainer {
                         optimizer_.second_moment());
     optimizer_.set_steps(state.optimizer_steps);
     truncate_metrics(state.step);
-    if (show_progress_) std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(), (long long)state.step);
+    if (show_progress_)
+      std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(),
+                   (long long)state.step);
     return state.step;
   }
 
@@ -290,8 +298,8 @@ class RunTrainer {
                 "; a smaller lr or gradient clipping may avoid it");
   }
 
-  void print_progress(std::int64_t step, std::int64_t start_step, std::chrono::steady_clock::time_point started,
-                      double loss) const {
+  void print_progress(std::int64_t step, std::int64_t start_step,
+                      std::chrono::steady_clock::time_point started, double loss) const {
     const double elapsed = seconds_since(started);
     const double rate = double(step - start_step) / std::max(elapsed, 1e-9);
     const double eta = double(config_.steps - step) / std::max(rate, 1e-9);
@@ -308,7 +316,8 @@ class RunTrainer {
     s.steps_done = steps_done;
     s.wall_seconds = wall;
     if (!history_metric_.empty()) {
-      const EmergenceSummary e = summarize_emergence(history_steps_, history_metric_, th, kSmoothingRows);
+      const EmergenceSummary e =
+          summarize_emergence(history_steps_, history_metric_, th, kSmoothingRows);
       s.emergence_step = e.emergence_step;
       s.midpoint_step = e.midpoint_step;
       s.solved_step = e.solved_step;
@@ -319,24 +328,25 @@ class RunTrainer {
                               nullptr, nullptr);
     const std::string& name = setup_.predictable_name;
     char definitions[512];
-    std::snprintf(definitions, sizeof definitions,
-                  "metric %s smoothed by the trailing mean of %d logged rows; emergence_step: < %.4f; "
-                  "midpoint_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
-                  th.metric.c_str(), kSmoothingRows, th.emergence_below, th.midpoint_below, th.solved_below);
-    nlohmann::json eval_json = {{"loss", s.eval.loss}, {name + "_loss", s.eval.predictable_loss},
+    std::snprintf(
+        definitions, sizeof definitions,
+        "metric %s smoothed by the trailing mean of %d logged rows; emergence_step: < %.4f; "
+        "midpoint_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
+        th.metric.c_str(), kSmoothingRows, th.emergence_below, th.midpoint_below, th.solved_below);
+    nlohmann::json eval_json = {{"loss", s.eval.loss},
+                                {name + "_loss", s.eval.predictable_loss},
                                 {name + "_accuracy", s.eval.predictable_accuracy}};
     eval_json.update(to_json(s.eval.attention));
-    const nlohmann::json summary = {
-        {"steps_done", s.steps_done},
-        {"final_loss", s.final_loss},
-        {"metric", th.metric},
-        {"final_metric", s.final_metric},
-        {"emergence_step", json_or_null(s.emergence_step)},
-        {"midpoint_step", json_or_null(s.midpoint_step)},
-        {"solved_step", json_or_null(s.solved_step)},
-        {"eval", eval_json},
-        {"wall_s", s.wall_seconds},
-        {"definitions", definitions}};
+    const nlohmann::json summary = {{"steps_done", s.steps_done},
+                                    {"final_loss", s.final_loss},
+                                    {"metric", th.metric},
+                                    {"final_metric", s.final_metric},
+                                    {"emergence_step", json_or_null(s.emergence_step)},
+                                    {"midpoint_step", json_or_null(s.midpoint_step)},
+                                    {"solved_step", json_or_null(s.solved_step)},
+                                    {"eval", eval_json},
+                                    {"wall_s", s.wall_seconds},
+                                    {"definitions", definitions}};
     write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
     return s;
   }
