@@ -1,13 +1,37 @@
 #!/usr/bin/env bash
-# `make figures`: the paper's synthetic figures at the sizes this machine runs in about an hour
-# (docs/reproduce.md gives each command alone, its time and its output). Run folders are reused:
-# a rerun skips finished runs and resumes unfinished ones.
+# `make figures`: every sweeps/*-small.toml into runs/figures/<name>/, then every picture it names
+# (its "# plot: KIND" lines) into docs/results/<name>.png (<name>-<KIND>.png when it names several).
+# A sweep resumes, so a rerun skips finished runs and continues killed ones; the time each sweep
+# took is appended to docs/results/figures-times.txt.
+#   FIGURES="fig5a fig6" make figures     only the sweep files whose names start so
+#   SIZE=full make figures                the -full files instead (hours to days: see each file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p runs/figures
-STEPS=${STEPS:-10000} bash scripts/sparsity_sweep.sh 8
-./build/ca_context_length --sizes 8 16 32 --seeds 0 --bias 5 --steps 2000 --out runs/ca_context_length
-/usr/bin/python3 scripts/plot.py sparsity --out runs/figures/sparsity.png runs/sparsity_S8
-/usr/bin/python3 scripts/plot.py plateau --out runs/figures/ca_plateau.png runs/ca_context_length/results.jsonl
-./build/architectures --seeds 0 1 --steps 2000 --automaton-steps 1000 --out runs/architectures
-/usr/bin/python3 scripts/plot.py architectures --out runs/figures/architectures.png runs/architectures/results.jsonl
+emergent=build/emergent
+python=/usr/bin/python3  # Debian's, with python3-matplotlib (scripts/install-deps.sh)
+size=${SIZE:-small}
+mkdir -p runs/figures docs/results
+for file in sweeps/*-"$size".toml; do
+  name=$(basename "$file" .toml)
+  if [ -n "${FIGURES:-}" ]; then
+    wanted=0
+    for prefix in $FIGURES; do [[ $name == "$prefix"* ]] && wanted=1; done
+    [ $wanted -eq 1 ] || continue
+  fi
+  dir=runs/figures/$name
+  echo "== $file -> $dir"
+  started=$(date +%s)
+  "$emergent" sweep "$file" --out "$dir" --quiet
+  echo "$name: $(($(date +%s) - started)) s ($(date -u +%F), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores)" \
+    >> docs/results/figures-times.txt
+  kinds=$(sed -n 's/^# plot: \([a-z]*\).*/\1/p' "$file")
+  for kind in $kinds; do
+    out=docs/results/$name.png
+    [ "$(echo "$kinds" | wc -w)" -gt 1 ] && out=docs/results/$name-$kind.png
+    target=$dir
+    if [ "$kind" = attention ]; then  # one run folder: the sweep's first run
+      target=$dir/runs/$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["id"])' "$dir/sweep.json")
+    fi
+    "$python" scripts/plot.py "$kind" "$target" --out "$out" --emergent "$emergent"
+  done
+done

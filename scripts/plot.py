@@ -1,157 +1,489 @@
 #!/usr/bin/env python3
-"""Plots of emergent run folders (matplotlib; Debian's python3-matplotlib).
+"""The paper's figures from sweep folders (`emergent sweep FILE --out DIR`), laid out as the paper
+lays them out. Seeds are thin lines or small points, the ensemble statistic is bold, and censored
+runs (a threshold never reached within the budget) are drawn as open triangles at their budget.
+Group statistics come from `emergent sweep summarize` (one implementation of the statistics).
 
-    python3 scripts/plot.py curves --out curves.png runs/a runs/b ...   x1 loss and full loss vs step
-    python3 scripts/plot.py sparsity --out sparsity.png runs/sparsity_S8 runs/sparsity_S16
-                                         final full-sequence loss against s/S (paper Fig. 4 left)
-    python3 scripts/plot.py plateau --out plateau.png runs/ca_context_length/results.jsonl
-                                         CA plateau length against S, with and without the bias
-    python3 scripts/plot.py architectures --out arch.png runs/architectures/results.jsonl
-                                         loss curves per token mixer, one panel per task (Fig. 7)
+    plot.py sparsity DIR [DIR ...] --out F.png    Fig. 5a: final loss against s/S per S, and
+                                                  the solved share with its 95% interval
+    plot.py curves DIR --out F.png                Fig. 5b: loss curves, one colour per S
+    plot.py plateau DIR --out F.png               Fig. 5c: plateau length against S, with and
+                                                  without the attention bias
+    plot.py width DIR --out F.png                 Fig. 6: final loss against heads H, per head
+                                                  size and at fixed width D = 128, per task
+    plot.py depth DIR --out F.png                 depth study: final loss against layers L
+    plot.py architectures DIR --out F.png         Fig. 7 / App. B.6: loss curves per token mixer
+    plot.py factors DIR --out F.png               App. B.4: plateau length against T, N, k, C, S
+    plot.py batch DIR --out F.png                 plateau against S per batch convention and bias
+    plot.py attention RUN --out F.png             Fig. 4: per-head maps at the saved steps beside
+                                                  the true pattern, and the per-head entropy
+    plot.py runs RUN [RUN ...] --out F.png        loss curves of run folders
+
+Options: --emergent PATH (default build/emergent), --title TEXT.
+Needs Debian's python3-matplotlib and python3-numpy (scripts/install-deps.sh).
 """
 import argparse
 import json
 import math
+import struct
+import subprocess
+import tempfile
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+# The paper's numbers, read off its figures (../shared/research/paper-emergence.md §6, +-5-10%),
+# drawn as grey crosses beside ours.
+PAPER_SPARSITY_S16 = {1: 0.336, 2: 0.336, 4: 0.50, 5: 0.60, 6: 0.63, 7: 0.65, 8: 0.67, 9: 0.65,
+                      10: 0.63, 11: 0.60, 13: 0.49, 15: 0.36, 16: 0.36}
+PAPER_PLATEAU = {4: 61, 8: 377, 16: 400, 32: 650, 64: 1390, 128: 3300, 256: 8600}
+PAPER_PLATEAU_BIAS = {4: 61, 8: 180, 16: 180, 32: 180, 64: 180, 128: 180, 256: 180, 512: 180}
+
+TASK_TITLES = {"linear-map": "linear map", "cellular-automaton": "cellular automaton"}
 
 
-def read_metrics(folder):
-    rows = [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines() if line]
+# ---------------------------------------------------------------------------------------- data
+def read_jsonl(path):
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a row cut by a kill: the sweep cuts it off before its next append
     return rows
 
 
-def curves(args):
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for folder in args.runs:
-        config = json.loads((Path(folder) / "config.json").read_text())
-        rows = read_metrics(folder)
-        steps = [r["step"] for r in rows]
-        label = f"{Path(folder).name}"
-        style = "--" if config.get("bias", 0) else "-"
-        axes[0].plot(steps, [r["loss"] for r in rows], style, label=label, lw=1)
-        axes[1].plot(steps, [r["x1_loss"] for r in rows], style, label=label, lw=1)
-        S = config["S"]
-        floor = (S - 1) / (2 * S - 1) * math.log(2)
-    axes[0].axhline(floor, color="grey", ls=":", lw=1, label=f"floor (S-1)/(2S-1) ln2 = {floor:.4f}")
-    axes[0].set_title("full-sequence loss (what the paper plots)")
-    axes[1].axhline(math.log(2), color="grey", ls=":", lw=1, label="ln 2")
-    axes[1].set_title("loss on the x1 half")
-    for ax in axes:
-        ax.set_xscale("symlog", linthresh=100)
-        ax.set_xlim(left=0)
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss (nats)")
-        ax.legend(fontsize=7)
+def sweep_rows(folder):
+    """Every finished run of a sweep folder: {"id", "label", "config", "result"}, once per id."""
+    by_id = {}
+    for shard in sorted((Path(folder) / "rows").glob("*.jsonl")):
+        for row in read_jsonl(shard):
+            by_id.setdefault(row["id"], row)
+    if not by_id:
+        raise SystemExit(f"plot.py: {folder}: no finished runs (rows/*.jsonl)")
+    return list(by_id.values())
+
+
+def metrics(folder, row):
+    return read_jsonl(Path(folder) / "runs" / row["id"] / "metrics.jsonl")
+
+
+def summarize(args, folder, by):
+    """`emergent sweep summarize DIR --by ... --json`: per group, solve share, plateau median."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([args.emergent, "sweep", "summarize", str(folder), "--by", ",".join(by),
+                        "--json", out.name], check=True, stdout=subprocess.DEVNULL)
+        return json.loads(Path(out.name).read_text())
+
+
+def smoothed(values, n=5):
+    """Trailing mean of n rows: what the trainer's emergence steps are read off."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= n:
+            total -= values[i - n]
+        out.append(total / min(i + 1, n))
+    return out
+
+
+def curve(folder, row, key="loss"):
+    rows = metrics(folder, row)
+    return [r["step"] for r in rows], smoothed([r[key] for r in rows])
+
+
+def median_curve(curves):
+    """Pointwise median of curves over their common steps (runs stopped early hold their last
+    value: a solved run stays solved)."""
+    longest = max(curves, key=lambda c: len(c[0]))[0]
+    values = np.array([c[1] + [c[1][-1]] * (len(longest) - len(c[1])) for c in curves])
+    return longest, np.median(values, axis=0)
+
+
+def linear_floor(S):
+    """The linear map's loss floor: the x1 half exact, the x0 half at ln 2."""
+    return (S - 1) / (2 * S - 1) * math.log(2)
+
+
+def colours(n):
+    cmap = plt.get_cmap("viridis")
+    return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]
+
+
+def plateau_points(ax, x, group, colour, offset=1.0):
+    """Per-seed plateau lengths: dots, censored ones as open triangles at their budget."""
+    for e in group["emergence"]:
+        if e["censored"]:
+            ax.scatter([x * offset], [e["steps_done"]], marker="^", facecolors="none",
+                       edgecolors=colour, s=28, zorder=3)
+        else:
+            ax.scatter([x * offset], [max(e["emergence_step"], 1)], marker=".", color=colour,
+                       alpha=0.6, s=30, zorder=3)
+
+
+def plateau_median_line(ax, xs, groups, colour, label, offset=1.0):
+    """Bold Kaplan-Meier medians with Brookmeyer-Crowley intervals (an open end: arrow)."""
+    mx, my = [], []
+    for x, g in zip(xs, groups):
+        m = g["plateau_median"]
+        if m["median"] is None:
+            continue
+        mx.append(x * offset)
+        my.append(max(m["median"], 1))
+        low = m["low"] if m["low"] is not None else m["median"]
+        high = m["high"]
+        if high is None:
+            ax.annotate("", xy=(x * offset, my[-1] * 3), xytext=(x * offset, my[-1]),
+                        arrowprops=dict(arrowstyle="->", color=colour, lw=1))
+            high = m["median"]
+        ax.plot([x * offset] * 2, [max(low, 1), max(high, 1)], color=colour, lw=1)
+    ax.plot(mx, my, "-o", color=colour, lw=2.2, ms=5, label=label)
+
+
+def finish(fig, args, default_title):
+    fig.suptitle(args.title or default_title, fontsize=11)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
 
 
+# ------------------------------------------------------------------------------------- figures
 def sparsity(args):
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for sweep in args.sweeps:
-        points = []
-        for run in sorted(Path(sweep).glob("s*_seed*")):
-            summary_path = run / "summary.json"
-            if not summary_path.exists():
-                continue
-            config = json.loads((run / "config.json").read_text())
-            summary = json.loads(summary_path.read_text())
-            points.append((config["s"] / config["S"], summary["final_loss"]))
-        if not points:
-            continue
-        points.sort()
-        S = json.loads((next(Path(sweep).glob("s*_seed*")) / "config.json").read_text())["S"]
-        ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label=f"S={S}")
-        ax.axhline((S - 1) / (2 * S - 1) * math.log(2), color="grey", ls=":", lw=1)
+    """Fig. 5a: final loss against s/S, one line per S."""
+    fig, (ax, ax_solved) = plt.subplots(1, 2, figsize=(11, 4.3))
+    rows = [(folder, r) for folder in args.dirs for r in sweep_rows(folder)]
+    sizes = sorted({r["config"]["S"] for _, r in rows})
+    for S, colour in zip(sizes, colours(len(sizes))):
+        of_S = [r for _, r in rows if r["config"]["S"] == S]
+        xs = sorted({r["config"]["s"] for r in of_S})
+        for r in of_S:
+            ax.scatter(r["config"]["s"] / S, r["result"]["final_loss"], s=10, color=colour, alpha=0.5)
+        means = [np.mean([r["result"]["final_loss"] for r in of_S if r["config"]["s"] == s]) for s in xs]
+        seeds = max(sum(1 for r in of_S if r["config"]["s"] == s) for s in xs)
+        ax.plot([s / S for s in xs], means, "-o", color=colour, lw=2, ms=4, label=f"S={S} (mean of {seeds})")
+        ax.axhline(linear_floor(S), color=colour, ls=":", lw=0.8)
+    for folder in args.dirs:
+        for g in summarize(args, folder, ["S", "s"]):
+            S, s = g["group"]["S"], g["group"]["s"]
+            colour = colours(len(sizes))[sizes.index(S)]
+            share = g["solved"]
+            ax_solved.errorbar([s / S], [share["share"]], yerr=[[share["share"] - share["low"]],
+                               [share["high"] - share["share"]]], fmt="o", color=colour, ms=4, capsize=2)
+    if 16 in sizes:
+        ax.scatter([s / 16 for s in PAPER_SPARSITY_S16], list(PAPER_SPARSITY_S16.values()), marker="x",
+                   color="grey", label="paper, S=16 (read off its figure)", zorder=4)
     ax.axhline(math.log(2), color="black", ls="--", lw=1, label="ln 2 (chance)")
     ax.set_xlabel("s / S")
-    ax.set_ylabel("final full-sequence loss (smoothed)")
-    ax.set_title("linear map: sparsity (dotted: floors (S-1)/(2S-1) ln 2)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    ax.set_ylabel("final loss (full sequence, smoothed)")
+    ax.set_title("final loss (dotted: each S's floor)")
+    ax.legend(fontsize=7)
+    ax_solved.set_xlabel("s / S")
+    ax_solved.set_ylabel("share of seeds solved (x1 loss < 0.05)")
+    ax_solved.set_ylim(-0.05, 1.05)
+    ax_solved.set_title("solved share, 95% Wilson interval")
+    finish(fig, args, "Linear map: medium sparsity is hardest (paper Fig. 5a)")
+
+
+def curves(args):
+    """Fig. 5b: loss curves per state size S."""
+    rows = sweep_rows(args.dirs[0])
+    biases = sorted({r["config"]["bias"] for r in rows})
+    fig, axes = plt.subplots(1, len(biases), figsize=(6.5 * len(biases), 4.3), squeeze=False)
+    for ax, bias in zip(axes[0], biases):
+        of_bias = [r for r in rows if r["config"]["bias"] == bias]
+        sizes = sorted({r["config"]["S"] for r in of_bias})
+        for S, colour in zip(sizes, colours(len(sizes))):
+            runs = [curve(args.dirs[0], r) for r in of_bias if r["config"]["S"] == S]
+            for steps, loss in runs:
+                ax.plot(steps, loss, color=colour, lw=0.6, alpha=0.45)
+            steps, median = median_curve(runs)
+            ax.plot(steps, median, color=colour, lw=2, label=f"S={S} ({len(runs)} seeds)")
+        ax.axhline(1.3, color="grey", ls=":", lw=1, label="1.3 (plateau threshold)")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (smoothed)")
+        ax.set_title("no bias" if bias == 0 else f"attention bias c={bias:g}")
+        ax.legend(fontsize=7)
+    finish(fig, args, "Cellular automaton: longer states learn later and more abruptly (paper Fig. 5b)")
 
 
 def plateau(args):
-    rows = [json.loads(line) for line in Path(args.results).read_text().splitlines() if line]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for biased, style, label in ((False, "o-", "no bias"), (True, "s--", "attention bias")):
-        by_size = {}
-        for r in rows:
-            if (r["bias"] != 0) == biased:
-                value = r["plateau_length"] if r["plateau_length"] is not None else r["steps_done"]
-                by_size.setdefault(r["S"], []).append((value, r["plateau_length"] is None))
-        sizes = sorted(by_size)
-        means = [sum(v for v, _ in by_size[S]) / len(by_size[S]) for S in sizes]
-        ax.plot(sizes, means, style, label=label)
-        for S in sizes:
-            for value, censored in by_size[S]:
-                ax.scatter([S], [value], marker="^" if censored else ".", color="grey", zorder=3)
+    """Fig. 5c: plateau length against S, with and without the bias (log-log)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    groups = summarize(args, args.dirs[0], ["S", "bias"])
+    biases = sorted({g["group"]["bias"] for g in groups})
+    for bias, colour, offset in zip(biases, ["C0", "C3", "C2"], [1.0, 1.06, 1.12]):
+        of_bias = sorted((g for g in groups if g["group"]["bias"] == bias), key=lambda g: g["group"]["S"])
+        xs = [g["group"]["S"] for g in of_bias]
+        for x, g in zip(xs, of_bias):
+            plateau_points(ax, x, g, colour, offset)
+        plateau_median_line(ax, xs, of_bias, colour, "no bias" if bias == 0 else f"bias c={bias:g}", offset)
+    ax.scatter(list(PAPER_PLATEAU), list(PAPER_PLATEAU.values()), marker="x", color="grey",
+               label="paper, no bias", zorder=4)
+    ax.scatter(list(PAPER_PLATEAU_BIAS), list(PAPER_PLATEAU_BIAS.values()), marker="+", color="grey",
+               label="paper, bias", zorder=4)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("state size S")
-    ax.set_ylabel("plateau length (steps to smoothed loss < 1.3)")
-    ax.set_title("cellular automaton (^: censored at the step budget)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out}")
+    ax.set_ylabel("plateau length (first step with loss < 1.3)")
+    ax.legend(fontsize=7)
+    finish(fig, args, "Cellular automaton: plateau against S (bold: Kaplan-Meier median; ^ censored)")
+
+
+def per_task_panels(rows, n_rows=1, width=6.0):
+    tasks = sorted({r["config"]["task"] for r in rows}, key=lambda t: t != "linear-map")
+    fig, axes = plt.subplots(n_rows, len(tasks), figsize=(width * len(tasks), 4.3 * n_rows), squeeze=False)
+    return tasks, fig, axes
+
+
+def seed_points_and_mean(ax, points, colour, label, style="-o"):
+    """points: {x: [final losses]}: seeds as small dots, their mean bold."""
+    xs = sorted(points)
+    for x in xs:
+        ax.scatter([x] * len(points[x]), points[x], s=10, color=colour, alpha=0.5)
+    ax.plot(xs, [np.mean(points[x]) for x in xs], style, color=colour, lw=2, ms=4, label=label)
+
+
+def width(args):
+    """Fig. 6: more heads help more than bigger heads."""
+    rows = sweep_rows(args.dirs[0])
+    tasks, fig, axes = per_task_panels(rows)
+    for ax, task in zip(axes[0], tasks):
+        of_task = [r for r in rows if r["config"]["task"] == task]
+        series = {}
+        for r in of_task:
+            c = r["config"]
+            series.setdefault(f"d_head={c['d_model'] // c['heads']}", {}).setdefault(c["heads"], []).append(r)
+            if c["d_model"] == 128:
+                series.setdefault("D=128 fixed", {}).setdefault(c["heads"], []).append(r)
+        names = sorted((n for n in series if n.startswith("d_head")), key=lambda n: int(n.split("=")[1]))
+        for name, colour in zip(names, colours(len(names))):
+            if len(series[name]) > 1:
+                seed_points_and_mean(ax, {h: [r["result"]["final_loss"] for r in rs] for h, rs in series[name].items()},
+                                     colour, name)
+        if "D=128 fixed" in series:
+            seed_points_and_mean(ax, {h: [r["result"]["final_loss"] for r in rs]
+                                      for h, rs in series["D=128 fixed"].items()}, "C3", "D=128, d_head=128/H", "--s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("heads H")
+        ax.set_ylabel("final loss (smoothed)")
+        if task == "linear-map":
+            S = of_task[0]["config"]["S"]
+            ax.axhline(linear_floor(S), color="grey", ls=":", lw=1, label="floor")
+            ax.axhline(math.log(2), color="black", ls="--", lw=1, label="ln 2")
+        ax.set_title(f"{TASK_TITLES.get(task, task)}")
+        ax.legend(fontsize=7)
+    finish(fig, args, "More heads help more than bigger heads (paper Fig. 6)")
+
+
+def depth(args):
+    rows = sweep_rows(args.dirs[0])
+    tasks, fig, axes = per_task_panels(rows)
+    for ax, task in zip(axes[0], tasks):
+        of_task = [r for r in rows if r["config"]["task"] == task]
+        points = {}
+        for r in of_task:
+            points.setdefault(r["config"]["layers"], []).append(r["result"]["final_loss"])
+        seed_points_and_mean(ax, points, "C0", "final loss (seeds: dots; mean: line)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(points), [str(L) for L in sorted(points)])
+        ax.set_xlabel("layers L")
+        ax.set_ylabel("final loss (smoothed)")
+        ax.set_title(TASK_TITLES.get(task, task))
+        ax.legend(fontsize=7)
+    finish(fig, args, "Depth: it hurts on the linear map and helps on the automaton (the paper)")
 
 
 def architectures(args):
-    results = Path(args.results)
-    rows = [json.loads(line) for line in results.read_text().splitlines() if line]
-    panels = sorted({r["run"].split("_")[0] + ("_" + r["run"].split("_")[1] if r["task"] == "linear-map" else "")
-                     for r in rows}, key=lambda p: (p == "ca", p))  # the automaton last
-    mixers = sorted({r["mixer"] for r in rows})
-    colours = dict(zip(mixers, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
-        labelled = set()
-        for r in rows:
-            if not r["run"].startswith(panel + "_"):
+    rows = sweep_rows(args.dirs[0])
+    panels = sorted({(r["config"]["task"], r["config"].get("s")) for r in rows},
+                    key=lambda p: (p[0] != "linear-map", p[1] or 0))
+    mixers = sorted({r["config"]["mixer"] for r in rows}, key=lambda m: m != "dot_attention")
+    colour = dict(zip(mixers, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    for ax, (task, s) in zip(axes[0], panels):
+        for mixer in mixers:
+            runs = [curve(args.dirs[0], r) for r in rows
+                    if r["config"]["task"] == task and r["config"].get("s") == s and r["config"]["mixer"] == mixer]
+            if not runs:
                 continue
-            metrics = read_metrics(results.parent / r["run"])
-            steps = [m["step"] for m in metrics]
-            loss = [m["loss"] for m in metrics]
-            smooth = [sum(loss[max(0, i - 4):i + 1]) / len(loss[max(0, i - 4):i + 1]) for i in range(len(loss))]
-            label = None if r["mixer"] in labelled else f'{r["mixer"]} ({r["parameters"] / 1000:.0f}k)'
-            labelled.add(r["mixer"])
-            ax.plot(steps, smooth, color=colours[r["mixer"]], lw=1.2, label=label)
-        title = panel.replace("linmap_s", "linear map S=16, s=") if panel.startswith("linmap") else "cellular automaton S=16"
-        ax.set_title(title)
+            for steps, loss in runs:
+                ax.plot(steps, loss, color=colour[mixer], lw=0.6, alpha=0.4)
+            steps, median = median_curve(runs)
+            ax.plot(steps, median, color=colour[mixer], lw=2, label=f"{mixer} ({len(runs)} seeds)")
+        S = next(r["config"]["S"] for r in rows if r["config"]["task"] == task)
+        if task == "linear-map":
+            ax.axhline(linear_floor(S), color="grey", ls=":", lw=1)
+        ax.set_title(f"{TASK_TITLES.get(task, task)} S={S}" + (f", s={s}" if s else ""))
         ax.set_xlabel("step")
-        ax.set_ylabel("loss (full sequence)")
+        ax.set_ylabel("loss (smoothed)")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
-    print(f"wrote {args.out}")
+    finish(fig, args, "Token mixers (paper Fig. 7 and App. B.6)")
+
+
+def factors(args):
+    """App. B.4: plateau against each automaton setting varied alone (the others at the file's
+    most common value)."""
+    rows = sweep_rows(args.dirs[0])
+    names = [n for n in ("S", "states", "rules", "depth", "colours") if len({r["config"][n] for r in rows}) > 1]
+    common = {n: max({r["config"][n] for r in rows}, key=lambda v: sum(r["config"][n] == v for r in rows))
+              for n in ("S", "states", "rules", "depth", "colours")}
+    groups = summarize(args, args.dirs[0], ["S", "states", "rules", "depth", "colours"])
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), squeeze=False)
+    titles = {"S": "state size S", "states": "trajectory length T", "rules": "rules N",
+              "depth": "rule applications k", "colours": "colours C"}
+    for ax, name in zip(axes[0], names):
+        alone = sorted((g for g in groups if all(g["group"][n] == common[n] for n in common if n != name)),
+                       key=lambda g: g["group"][name])
+        xs = [g["group"][name] for g in alone]
+        for x, g in zip(xs, alone):
+            plateau_points(ax, x, g, "C0")
+        plateau_median_line(ax, xs, alone, "C0", "Kaplan-Meier median")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set_xlabel(titles[name])
+        ax.set_ylabel("plateau length (steps)")
+        ax.legend(fontsize=7)
+    finish(fig, args, "Cellular automaton: what sets the plateau (App. B.4); others at "
+           + ", ".join(f"{n}={common[n]}" for n in common))
+
+
+def batch(args):
+    """The batch convention: fixed tokens per step against fixed sequences per step."""
+    rows = sweep_rows(args.dirs[0])
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    groups = summarize(args, args.dirs[0], ["S", "bias", "batch_tokens"])
+
+    # A batch_tokens value shared by several S is the fixed-tokens convention; one value per S
+    # (batch_tokens = sequences * tokens per sequence, zipped with S) the fixed-sequences one.
+    keys = {}
+    sizes_per_tokens = {}
+    for g in groups:
+        sizes_per_tokens.setdefault(g["group"]["batch_tokens"], set()).add(g["group"]["S"])
+    for g in groups:
+        shared = len(sizes_per_tokens[g["group"]["batch_tokens"]]) > 1
+        tokens_per_sequence = g["group"]["S"] * next(r["config"]["states"] for r in rows)
+        name = (f"{g['group']['batch_tokens']} tokens per step" if shared
+                else f"{g['group']['batch_tokens'] // tokens_per_sequence} sequences per step")
+        keys.setdefault((name, g["group"]["bias"]), []).append(g)
+    for ((name, bias), of_key), colour, offset in zip(sorted(keys.items()), ["C0", "C1", "C3", "C2", "C4"],
+                                                     [1.0, 1.05, 1.1, 1.15, 1.2]):
+        of_key.sort(key=lambda g: g["group"]["S"])
+        xs = [g["group"]["S"] for g in of_key]
+        for x, g in zip(xs, of_key):
+            plateau_points(ax, x, g, colour, offset)
+        plateau_median_line(ax, xs, of_key, colour, f"{name}, " + ("no bias" if bias == 0 else f"bias {bias:g}"),
+                            offset)
+    ax.scatter(list(PAPER_PLATEAU), list(PAPER_PLATEAU.values()), marker="x", color="grey", label="paper, no bias")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("state size S")
+    ax.set_ylabel("plateau length (first step with loss < 1.3)")
+    ax.legend(fontsize=7)
+    finish(fig, args, "Cellular automaton: plateau against S by batch convention")
+
+
+def read_safetensors(path):
+    """A safetensors file's F16/F32 tensors as numpy arrays, and its metadata."""
+    data = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    metadata = header.pop("__metadata__", {})
+    dtypes = {"F16": np.float16, "F32": np.float32}
+    tensors = {name: np.frombuffer(data[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]],
+                                   dtype=dtypes[t["dtype"]]).reshape(t["shape"]).astype(np.float32)
+               for name, t in header.items()}
+    return tensors, metadata
+
+
+def attention(args):
+    """Fig. 4: the maps of every head at each saved step, the true pattern, the entropy curve."""
+    run = Path(args.dirs[0])
+    snapshots = sorted((run / "attention").glob("step_*.safetensors"))
+    if not snapshots:
+        raise SystemExit(f"plot.py: {run}/attention: no snapshots (train with --save-attention-at)")
+    loaded = [read_safetensors(p) for p in snapshots]
+    L, H, T, _ = loaded[0][0]["attention"].shape
+    layer = args.layer
+    config = json.loads((run / "config.json").read_text())
+    fig = plt.figure(figsize=(1.6 * (H + 1), 1.7 * len(loaded) + 3.2))
+    grid = fig.add_gridspec(len(loaded) + 1, H + 1, height_ratios=[1] * len(loaded) + [1.6])
+    for i, (tensors, meta) in enumerate(loaded):
+        for h in range(H):
+            ax = fig.add_subplot(grid[i, h])
+            ax.imshow(tensors["attention"][layer, h], cmap="magma", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title(f"head {h}", fontsize=8)
+            if h == 0:
+                ax.set_ylabel(f"step {meta['step']}\nloss {float(meta['loss']):.3f}", fontsize=8)
+        ax = fig.add_subplot(grid[i, H])
+        ax.imshow(tensors["target"], cmap="Greens", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if i == 0:
+            ax.set_title("true pattern", fontsize=8)
+    rows = read_jsonl(run / "metrics.jsonl")
+    analysed = [r for r in rows if "attention_entropy" in r]
+    ax = fig.add_subplot(grid[len(loaded), : (H + 1) // 2])
+    for h in range(H):
+        ax.plot([r["step"] for r in analysed], [r["attention_entropy"][layer][h] for r in analysed], lw=1,
+                label=f"head {h}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("entropy (nats) on target keys")
+    ax.legend(fontsize=6, ncol=2)
+    ax2 = fig.add_subplot(grid[len(loaded), (H + 1) // 2:])
+    metric = next(k for k in rows[0] if k.endswith("_loss") and k != "loss")
+    ax2.plot([r["step"] for r in rows], smoothed([r[metric] for r in rows]), color="black", lw=1.2, label=metric)
+    ax2.plot([r["step"] for r in rows], smoothed([r["loss"] for r in rows]), color="grey", lw=1, label="loss")
+    for tensors, meta in loaded:
+        for a in (ax, ax2):
+            a.axvline(int(meta["step"]), color="C3", ls=":", lw=1)
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("loss (smoothed)")
+    ax2.legend(fontsize=7)
+    task = config["task"]
+    finish(fig, args, f"{TASK_TITLES.get(task, task)}: layer {layer}'s heads before and after the jump "
+           "(rows: queries, columns: keys; dotted: the saved steps)")
+
+
+def runs(args):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for folder in args.dirs:
+        config = json.loads((Path(folder) / "config.json").read_text())
+        rows = read_jsonl(Path(folder) / "metrics.jsonl")
+        metric = next(k for k in rows[0] if k.endswith("_loss") and k != "loss")
+        steps = [r["step"] for r in rows]
+        style = "--" if config.get("bias", 0) else "-"
+        axes[0].plot(steps, smoothed([r["loss"] for r in rows]), style, label=Path(folder).name, lw=1)
+        axes[1].plot(steps, smoothed([r[metric] for r in rows]), style, label=Path(folder).name, lw=1)
+        axes[1].set_title(metric)
+    axes[0].set_title("loss (full sequence)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (smoothed)")
+        ax.legend(fontsize=7)
+    finish(fig, args, "")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("curves", help="loss curves of run folders")
-    p.add_argument("--out", required=True)
-    p.add_argument("runs", nargs="+")
-    p = sub.add_parser("sparsity", help="final loss against s/S of sparsity sweeps")
-    p.add_argument("--out", required=True)
-    p.add_argument("sweeps", nargs="+")
-    p = sub.add_parser("plateau", help="CA plateau length against S from ca_context_length results")
-    p.add_argument("--out", required=True)
-    p.add_argument("results")
-    p = sub.add_parser("architectures", help="loss curves per token mixer from examples/architectures results")
-    p.add_argument("--out", required=True)
-    p.add_argument("results")
+    commands = {"sparsity": sparsity, "curves": curves, "plateau": plateau, "width": width, "depth": depth,
+                "architectures": architectures, "factors": factors, "batch": batch, "attention": attention,
+                "runs": runs}
+    parser.add_argument("command", choices=sorted(commands))
+    parser.add_argument("dirs", nargs="+", help="sweep folders (run folders for attention and runs)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--emergent", default="build/emergent")
+    parser.add_argument("--title", default="")
+    parser.add_argument("--layer", type=int, default=0, help="attention: the layer drawn")
     args = parser.parse_args()
-    {"curves": curves, "sparsity": sparsity, "plateau": plateau, "architectures": architectures}[args.command](args)
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

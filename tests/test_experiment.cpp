@@ -245,14 +245,34 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("run ids are stable and differ with any setting") {
+TEST_CASE("run ids are stable, differ with any setting and ignore observations") {
+  const auto declared = emergent::declared_parameters("linear-map");
+  const auto id = [&](const json& config) { return emergent::run_id(config, declared); };
   const json a = emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"));
   json b = a;
   b["seed"] = 1;
-  CHECK(emergent::run_id(a) ==
-        emergent::run_id(emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"))));
-  CHECK(emergent::run_id(a) != emergent::run_id(b));
-  CHECK(emergent::run_id(a).size() == 12);
+  CHECK(id(a) == id(emergent::to_json(emergent::resolve_config(json{{"S", 8}}, "t"))));
+  CHECK(id(a) != id(b));
+  CHECK(id(a).size() == 12);
+  // Attention snapshots change what is recorded, not the run; a config.json written before the
+  // field existed has the same id.
+  json snapshots = a, older = a;
+  snapshots["save_attention_at"] = "100,200";
+  older.erase("save_attention_at");
+  CHECK(id(snapshots) == id(a));
+  CHECK(id(older) == id(a));
+}
+
+TEST_CASE("save_attention_at: sorted steps, or one line naming the field") {
+  CHECK(emergent::attention_snapshot_steps("1500,1000", "t") == std::vector<std::int64_t>{1000, 1500});
+  CHECK(emergent::attention_snapshot_steps("", "t").empty());
+  for (const char* bad : {"10,x", "-5", "1,,2", "1.5"})
+    CHECK(contains(error_of([&] { emergent::resolve_config(json{{"save_attention_at", bad}}, "f.toml"); }),
+                   "f.toml: field 'save_attention_at' = \""));
+  // An older config.json without the field still loads.
+  json older = emergent::to_json(emergent::resolve_config(json::object(), "t"));
+  older.erase("save_attention_at");
+  CHECK(emergent::train_config_from_json(older, "config.json").save_attention_at.empty());
 }
 
 TEST_CASE("result rows: a row cut by a kill is ignored and cut off before the next append") {

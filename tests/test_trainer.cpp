@@ -301,6 +301,41 @@ TEST_CASE("trainer: a changed config in an existing run folder is refused") {
   CHECK(train(more, a.path).steps_done == 20);
 }
 
+TEST_CASE("trainer: attention snapshots at the steps asked for, each map a distribution") {
+  ThreadCountGuard guard;
+  TempDir dir("snapshots");
+  TrainConfig c = small_config(20);
+  c.save_attention_at = "12,3,40";  // 40 is past the budget: never written
+  train(c, dir.path);
+  CHECK(fs::exists(emergent::attention_snapshot_path(dir.path, 3)));
+  CHECK(fs::exists(emergent::attention_snapshot_path(dir.path, 12)));
+  CHECK_FALSE(fs::exists(emergent::attention_snapshot_path(dir.path, 40)));
+  const emergent::SafetensorsFile file(emergent::attention_snapshot_path(dir.path, 12));
+  const int L = Net::shape.layers, H = Net::shape.heads;
+  const emergent::TaskSetup setup = emergent::make_task(c);
+  const int T = setup.task->length();
+  CHECK(file.info("attention").shape == std::vector<std::int64_t>{L, H, T, T});
+  CHECK(file.metadata().at("step") == "12");
+  const std::vector<float> attention = file.read_f32("attention"), target = file.read_f32("target");
+  CHECK(target == setup.task->attention_target());  // 0 and 1, exact in F16
+  for (int lh = 0; lh < L * H; ++lh)
+    for (int q = 0; q < T; ++q) {
+      double sum = 0;
+      for (int k = 0; k < T; ++k) {
+        const float a = attention[(std::size_t(lh) * T + q) * T + k];
+        CHECK(a >= 0);
+        if (k > q) CHECK(a == 0);  // causal
+        sum += a;
+      }
+      CHECK(sum == doctest::Approx(1).epsilon(3e-3));  // F16 rounding of T values
+    }
+  // Asking for snapshots on a resume is not a change of the run.
+  TrainConfig more = small_config(30);
+  more.save_attention_at = "25";
+  CHECK(train(more, dir.path).steps_done == 30);
+  CHECK(fs::exists(emergent::attention_snapshot_path(dir.path, 25)));
+}
+
 TEST_CASE("checkpoint and config errors name the file and the field") {
   ThreadCountGuard guard;
   TempDir dir("errors");
@@ -498,6 +533,7 @@ class PoisonedGradient final : public emergent::TrainableModel {
                                                 std::span<const float> target) const override {
     return model_.analyse_last_step(task, target);
   }
+  std::vector<float> last_step_attention() const override { return model_.last_step_attention(); }
   emergent::EvalResult evaluate(std::span<const float> params, const emergent::SequenceTask& task,
                                 std::uint64_t seed, int batch, float bias,
                                 std::vector<std::int32_t>* inputs,

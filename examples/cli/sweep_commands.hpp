@@ -1,5 +1,6 @@
 // `emergent sweep`: a grid of runs from a sweep file (experiment/sweep_file.hpp) into a folder.
 //   emergent sweep FILE --out DIR [--jobs N] [--shard I/N] [--quiet]
+//   emergent sweep FILE --dry-run                  the runs, checked; nothing started
 //   emergent sweep status DIR                 done, running and left, with an ETA
 //   emergent sweep collect DIR                every shard's rows, once each, into DIR/results.jsonl
 //   emergent sweep summarize DIR --by S,s [--json F]    seed-ensemble statistics per group
@@ -71,7 +72,7 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     TrainConfig c = resolve_config(settings, r.origin + ", run {" + label + "}");
     resolve_max_len(c);
     const nlohmann::json config = to_json(c);
-    const std::string id = run_id(config);
+    const std::string id = run_id(config, declared_parameters(c.task));
     require(ids.insert(id).second, r.origin, "run {" + label + "} appears twice in the sweep");
     planned.push_back({id, label, config});
   }
@@ -142,6 +143,8 @@ class SweepCommands {
     sweep_->add_option("--shard", shard_,
                        "I/N: run only this share (default: the Slurm array task's, else 0/1)");
     sweep_->add_flag("--quiet", quiet_, "no progress line");
+    sweep_->add_flag("--dry-run", dry_run_,
+                     "check the file and list its runs (id and settings); start and write nothing");
     status_ = sweep_->add_subcommand("status",
                                      "done, running and left runs of a sweep folder, with an ETA");
     collect_ = sweep_->add_subcommand("collect", "merge every shard's rows into DIR/results.jsonl");
@@ -159,11 +162,20 @@ class SweepCommands {
     if (status_->parsed()) return status();
     if (collect_->parsed()) return collect();
     if (summarize_->parsed()) return summarize();
-    require(!file_.empty() && !out_.empty(), "emergent sweep", "needs a sweep FILE and --out DIR");
+    require(!file_.empty(), "emergent sweep", "needs a sweep FILE");
+    if (dry_run_) return list_runs();
+    require(!out_.empty(), "emergent sweep", "needs --out DIR (or --dry-run)");
     return run_sweep();
   }
 
  private:
+  int list_runs() const {
+    const std::vector<PlannedRun> runs = plan_sweep(file_);
+    for (const PlannedRun& r : runs) std::printf("%s  %s\n", r.id.c_str(), r.label.c_str());
+    std::printf("%s: %zu runs, every one checked\n", file_.c_str(), runs.size());
+    return 0;
+  }
+
   int run_sweep() const {
     const std::filesystem::path dir = out_;
     const std::vector<PlannedRun> runs = plan_sweep(file_);
@@ -359,6 +371,7 @@ class SweepCommands {
   std::string file_, out_, shard_, dir_, json_;
   std::vector<std::string> by_;
   int jobs_ = 0;
+  bool dry_run_ = false;
   bool quiet_ = false;
 };
 

@@ -38,6 +38,31 @@ struct AttentionAnalysis {
   double iou_above_chance = 0;                // (iou - iou_chance) / (1 - iou_chance)
 };
 
+// The attention of the last forward pass averaged over the batch: per layer, [head][query][key]
+// (H * T * T, row-major). `slices`: the workspaces that together hold the batch (one per
+// data-parallel slice). Only for mixers that keep attention probabilities (KeepsAttention).
+template <class Net>
+std::vector<std::vector<double>> batch_averaged_patterns(
+    std::span<const typename Net::Workspace* const> slices) {
+  static_assert(KeepsAttention<typename Net::Mixer>);
+  require(!slices.empty(), "batch_averaged_patterns", "no workspace");
+  const int T = slices.front()->length, H = Net::shape.heads;
+  int batch = 0;
+  for (const auto* ws : slices) batch += ws->batch;
+  std::vector<std::vector<double>> patterns;
+  for (int l = 0; l < Net::L; ++l) {
+    std::vector<double> pattern(static_cast<std::size_t>(H) * T * T, 0.0);
+    for (const auto* ws : slices) {
+      const std::size_t count = static_cast<std::size_t>(ws->batch) * H * T * T;
+      const std::vector<double> part = batch_averaged_pattern(
+          std::span<const float>(ws->layers[l].mixer.att, count), ws->batch, H, T);
+      for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] += part[i] * ws->batch / batch;
+    }
+    patterns.push_back(std::move(pattern));
+  }
+  return patterns;
+}
+
 // `slices`: the workspaces that together hold the batch (one per data-parallel slice). Mixers
 // without attention probabilities (KeepsAttention) give an analysis marked unavailable.
 template <class Net>
@@ -48,31 +73,21 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
   } else {
     require(!slices.empty(), "analyse_attention", "no workspace");
     const int T = slices.front()->length, H = Net::shape.heads;
-    int batch = 0;
-    for (const auto* ws : slices) batch += ws->batch;
     const std::vector<int> queries = task.analysis_queries();
     AttentionAnalysis out;
     out.available = true;
-    std::vector<std::vector<double>> patterns;
+    const std::vector<std::vector<double>> patterns = batch_averaged_patterns<Net>(slices);
     for (int l = 0; l < Net::L; ++l) {
-      std::vector<double> pattern(static_cast<std::size_t>(H) * T * T, 0.0);
-      for (const auto* ws : slices) {
-        const std::size_t count = static_cast<std::size_t>(ws->batch) * H * T * T;
-        const std::vector<double> part = batch_averaged_pattern(
-            std::span<const float>(ws->layers[l].mixer.att, count), ws->batch, H, T);
-        for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] += part[i] * ws->batch / batch;
-      }
       std::vector<double> entropy(H, 0.0);
       for (int h = 0; h < H; ++h) {
         for (int q : queries) {
           const auto [begin, end] = task.analysis_key_range(q);
           entropy[h] += restricted_row_entropy(
-              pattern.data() + (static_cast<std::size_t>(h) * T + q) * T, begin, end);
+              patterns[l].data() + (static_cast<std::size_t>(h) * T + q) * T, begin, end);
         }
         entropy[h] /= std::max<std::size_t>(1, queries.size());
       }
       out.entropy.push_back(std::move(entropy));
-      patterns.push_back(std::move(pattern));
     }
     const int M = Net::L * H;
     out.head_iou.assign(Net::L, std::vector<double>(H, 0.0));

@@ -57,6 +57,9 @@ struct Parameter {
   Range range;                       // integer and real
   std::vector<std::string> choices;  // text: the allowed values
   std::string help;
+  // Changes what a run records, not what it learns (attention snapshots): left out of the run's
+  // id, absent from an older config.json without complaint, and free to change on a resume.
+  bool observation = false;
 
   std::string flag() const {
     std::string f = "--" + name;
@@ -77,6 +80,12 @@ inline Parameter text(std::string name, std::string default_value, std::vector<s
                       std::string help) {
   return {std::move(name),    ParameterType::text, std::move(default_value), {},
           std::move(choices), std::move(help)};
+}
+
+// The same declaration, marked as an observation (Parameter::observation).
+inline Parameter observation(Parameter p) {
+  p.observation = true;
+  return p;
 }
 
 namespace parameter_detail {

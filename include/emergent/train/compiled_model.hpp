@@ -73,6 +73,9 @@ class TrainableModel {
   virtual double weighted_accuracy(std::span<const float> weights) const = 0;
   virtual AttentionAnalysis analyse_last_step(const SequenceTask& task,
                                               std::span<const float> target) const = 0;
+  // The last step's attention averaged over its batch, [layer][head][query][key] flattened;
+  // empty for a mixer without attention probabilities.
+  virtual std::vector<float> last_step_attention() const = 0;
   virtual EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
                               std::uint64_t data_seed, int batch, float bias,
                               std::vector<std::int32_t>* inputs_out,
@@ -104,6 +107,17 @@ class CompiledModel final : public TrainableModel {
   AttentionAnalysis analyse_last_step(const SequenceTask& task,
                                       std::span<const float> target) const override {
     return analyse_attention<Net>(parallel_step_->workspaces(), task, target);
+  }
+  std::vector<float> last_step_attention() const override {
+    if constexpr (!KeepsAttention<typename Net::Mixer>) {
+      return {};
+    } else {
+      std::vector<float> flat;
+      for (const std::vector<double>& layer :
+           batch_averaged_patterns<Net>(parallel_step_->workspaces()))
+        flat.insert(flat.end(), layer.begin(), layer.end());
+      return flat;
+    }
   }
   EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
                       std::uint64_t data_seed, int batch, float bias,

@@ -10,6 +10,8 @@
 // and what is allowed, because a silently ignored typo in a sweep costs a day of compute.
 #pragma once
 
+#include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +55,8 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 1000;
   double stop_below = 0;
   int threads = 0;
+  // Observation: steps whose batch-averaged attention maps are saved, "1000,1500" ("": none).
+  std::string save_attention_at;
 };
 
 // A declared training setting bound to its member; the default is the member's initialiser.
@@ -108,6 +112,10 @@ inline const std::vector<TrainingField>& training_fields() {
                                            "x1 loss; automaton: loss) is below this (0: never)")),
       field(&TrainConfig::threads,
             integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
+      field(&TrainConfig::save_attention_at,
+            observation(text("save_attention_at", "", {},
+                             "steps whose attention maps are saved to attention/, comma-separated "
+                             "(e.g. 1000,1500)"))),
   };
   return fields;
 }
@@ -180,6 +188,28 @@ inline std::string unknown_field_message(const std::string& key, const std::stri
 }
 }  // namespace config_detail
 
+// The steps of save_attention_at ("1000,1500"), sorted; an Error naming `where` and the field
+// for anything but comma-separated non-negative integers.
+inline std::vector<std::int64_t> attention_snapshot_steps(const std::string& list,
+                                                          const std::string& where) {
+  std::vector<std::int64_t> steps;
+  std::size_t begin = 0;
+  while (begin < list.size()) {
+    const std::size_t end = std::min(list.find(',', begin), list.size());
+    const std::string item = list.substr(begin, end - begin);
+    std::int64_t step = -1;
+    const auto [rest, error] = std::from_chars(item.data(), item.data() + item.size(), step);
+    require(error == std::errc() && rest == item.data() + item.size() && step >= 0, where,
+            "field 'save_attention_at' = \"" + list +
+                "\" is not allowed: expected steps as comma-separated integers >= 0, as "
+                "\"1000,1500\"");
+    steps.push_back(step);
+    begin = end + 1;
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 // Every name a config of `task` declares, in order: task, its parameters, model, training.
 inline std::vector<Parameter> declared_parameters(const std::string& task) {
   std::vector<Parameter> all = {text("task", "linear-map", {}, "task")};
@@ -210,7 +240,7 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
                 " takes: " + parameter_names(declared) + ")");
   if (complete)
     for (const Parameter& p : declared)
-      require(given.contains(p.name), where, "missing field '" + p.name + "'");
+      require(p.observation || given.contains(p.name), where, "missing field '" + p.name + "'");
 
   c.task_params = ParameterValues(declaration.parameters, given, where).json();
   const TaskSetup setup = make_task(c, where);
@@ -228,6 +258,8 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
         [&](auto member) { c.*member = v.get<std::remove_reference_t<decltype(c.*member)>>(); },
         f.member);
   }
+
+  attention_snapshot_steps(c.save_attention_at, where);  // checks the list
 
   // Settings that depend on each other.
   const int tokens = setup.task->length() + 1;

@@ -10,6 +10,8 @@
 //                        attention_iou_above_chance
 //                        (analysis/attention_summary.hpp)
 // <run>/step_NNNNNN.safetensors  checkpoints (train/checkpoint.hpp)
+// <run>/attention/step_NNNNNN.safetensors  attention maps of the steps `save_attention_at`
+//                        names (train/attention_snapshot.hpp)
 // <run>/summary.json     final losses, emergence steps, IoU
 //
 // Resume: a run folder with checkpoints continues from the latest one. Data of step t is a pure
@@ -39,6 +41,7 @@
 #include "../model/data_parallel.hpp"
 #include "../optim/adamw.hpp"
 #include "../optim/schedule.hpp"
+#include "attention_snapshot.hpp"
 #include "checkpoint.hpp"
 #include "compiled_model.hpp"
 #include "config.hpp"
@@ -132,6 +135,8 @@ class RunTrainer {
     // A run that stopped early resumes from the checkpoint of its stop: it is finished.
     const bool stopped_early = config_.stop_below > 0 && !history_metric_.empty() &&
                                smoothed_metric() < config_.stop_below;
+    const std::vector<std::int64_t> snapshot_steps =
+        attention_snapshot_steps(config_.save_attention_at, "config");
     for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
       const double loss = model_->step(
@@ -143,6 +148,8 @@ class RunTrainer {
       if (!std::isfinite(grad_norm))
         stop_not_finite(step, "the gradient norm is " + std::to_string(grad_norm));
 
+      if (std::binary_search(snapshot_steps.begin(), snapshot_steps.end(), step))
+        save_attention(step, loss, target);
       if (step % config_.log_every == 0) {
         const double predictable_loss = model_->weighted_mean(predictable);
         nlohmann::json row = {{"step", step},
@@ -214,6 +221,8 @@ class RunTrainer {
       for (const char* key : {"steps", "stop_below", "threads"})
         if (!(std::string(key) == "steps" && config_.schedule == "cosine"))
           a.erase(key), b.erase(key);
+      for (const Parameter& p : training_parameters())
+        if (p.observation) a.erase(p.name), b.erase(p.name);
       const std::vector<std::string> differences = config_differences(a, b, "config.json", "given");
       std::string listed;
       for (const std::string& d : differences) listed += "; " + d;
@@ -261,6 +270,15 @@ class RunTrainer {
       kept += line + "\n";
     }
     write_text_atomically(path, kept);
+  }
+
+  // Nothing for a mixer without attention probabilities (its snapshot would be empty).
+  void save_attention(std::int64_t step, double loss, std::span<const float> target) {
+    const std::vector<float> attention = model_->last_step_attention();
+    if (attention.empty()) return;
+    const Shape shape = model_->shape();
+    write_attention_snapshot(run_dir_, step, shape.layers, shape.heads, setup_.task->length(),
+                             attention, target, loss);
   }
 
   void save(std::int64_t step, const std::string& config_text) {
