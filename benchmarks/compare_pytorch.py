@@ -218,15 +218,18 @@ def train_variant(config: str, threads: int, steps: int, warmup: int, attention:
 
 
 def machine_info() -> dict:
-    cpu = None
+    fields = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "platform": platform.platform(),
+    flags = fields.get("flags", "").split()
+    # A VM may name only the vendor ("AMD EPYC"): family and model tell the generation.
+    cpu = f'{fields.get("model name")} (family {fields.get("cpu family")}, model {fields.get("model")})'
+    isa = "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "neither avx2 nor avx512f"
+    return {"cpu": cpu, "isa": isa, "logical_cpus": os.cpu_count(), "platform": platform.platform(),
             "loadavg_start": os.getloadavg()}
 
 
@@ -240,6 +243,11 @@ def steps_for(name: str, args) -> tuple[int, int]:
     if args.steps is not None:
         steps = args.steps
     return warmup, steps
+
+
+def kernel_of(result: dict) -> str:
+    """The kernels emergent's runs used ("avx512", "avx2" or "eigen", core/simd.hpp)."""
+    return ", ".join(sorted({r["emergent"].get("kernel", "?") for r in result["rows"]})) or "none run"
 
 
 def mib(n: float) -> str:
@@ -354,7 +362,8 @@ def main() -> int:
 
     t = result["torch"]
     print(f"torch {t['torch_version']}, BLAS {t['blas']} (MKL {t['mkl_available']}, oneDNN {t['mkldnn_available']}, "
-          f"CPU capability {t['cpu_capability']}); {result['machine']['cpu']}, {result['machine']['logical_cpus']} CPUs")
+          f"CPU capability {t['cpu_capability']}); {result['machine']['cpu']}, {result['machine']['isa']}, "
+          f"{result['machine']['logical_cpus']} CPUs; emergent's kernels: {kernel_of(result)}")
     for threads, p in result["peak"].items():
         print(f"fp32 GEMM peak, {threads} thread(s): torch.mm 1024 {p['torch_mm_gflops_1024']:.1f} / "
               f"2048 {p['torch_mm_gflops_2048']:.1f}, Eigen 1024 {p['eigen_gflops_1024']:.1f} / "

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <emergent/core/simd.hpp>
 #include <emergent/core/arena.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/mixers/dot_attention.hpp>
@@ -50,6 +51,13 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+// The GEMM and attention kernels this build uses (core/simd.hpp), printed with every result.
+#if EMERGENT_SIMD_LANES > 0
+constexpr const char* kKernel = emergent::simd::kName;
+#else
+constexpr const char* kKernel = "eigen";
+#endif
 
 namespace {
 
@@ -155,6 +163,7 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   for (const auto* ws : workspaces) workspace_count += workspace_floats<Net>(ws->batch, length);
   const std::size_t workspace_bytes = workspace_count * sizeof(float);
   return {{"config", name},
+          {"kernel", kKernel},
           {"threads", emergent::thread_count()},
           {"batch", batch},
           {"length", length},

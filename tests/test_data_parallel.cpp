@@ -2,6 +2,7 @@
 // whole batch, and is deterministic for a given thread count.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <emergent/core/parallel.hpp>
 #include <emergent/mixers/dot_attention.hpp>
@@ -20,10 +21,10 @@ using Net = emergent::Model<
 
 template <class Real>
 struct Batch {
-  int batch = 5, length = 8;
+  int batch, length = 8;
   std::vector<std::int32_t> inputs, targets;
   std::vector<float> weights, pattern;
-  Batch() {
+  explicit Batch(int sequences = 5) : batch(sequences) {
     std::mt19937 rng(7);
     for (int i = 0; i < batch * length; ++i)
       inputs.push_back(int(rng() % 3)), targets.push_back(int(rng() % 3));
@@ -41,7 +42,11 @@ TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
   using N = Net<double>;
   std::vector<double> params(N::parameter_count);
   N::init(params, 3);
-  const Batch<double> data;
+  // 5 sequences: one slice per thread; 200 (1,600 tokens): 4 slices of about kSliceTokens, run
+  // two after another by each of 2 threads, or all four by one.
+  for (int sequences : {5, 200}) {
+  CAPTURE(sequences);
+  const Batch<double> data(sequences);
   std::vector<double> expected(N::parameter_count, 0.0);
   N::Workspace ws;
   const double expected_loss = N::forward(params, data.input(), ws);
@@ -63,7 +68,9 @@ TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
     CHECK(worst < 1e-12);
     std::size_t slices_batch = 0;
     for (const auto* w : step.workspaces()) slices_batch += w->batch;
-    CHECK(slices_batch == 5);
+    CHECK(slices_batch == std::size_t(sequences));
+    if (sequences == 200) CHECK(step.workspaces().size() == std::size_t(std::max(threads, 4)));
+  }
   }
 }
 

@@ -1,4 +1,4 @@
-// nn::gemm (the AVX-512 fp32 kernel behind nn/linear.hpp) against a double product, for every
+// nn::gemm (the AVX-512 or AVX2 fp32 kernel behind nn/linear.hpp) against a double product, for every
 // way a Linear layer calls it (A and B read by rows or by columns, and B with neither stride 1),
 // shapes that leave partial tiles in every dimension, K longer than one packed block, accumulation
 // into C and the bias.
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
 
 namespace {
 
@@ -104,7 +104,7 @@ TEST_CASE("gemm: the same bits with one thread and with several") {
 }
 
 #else
-TEST_CASE("gemm: built without AVX-512, Linear layers use Eigen") {
+TEST_CASE("gemm: built without AVX-512 or AVX2, Linear layers use Eigen") {
   CHECK_FALSE(emergent::nn::kGemmKernel);
 }
 #endif

@@ -1,7 +1,7 @@
 // The register kernels of mixers/short_causal_attention.hpp (one head, T <= 64) against a
 // double computation of the same head written out loop by loop: probabilities (zero above the
 // diagonal), outputs, and the three input gradients, with and without the bias pattern, for
-// every number of key vectors (T = 1..64) and d_head 16 and 32. (Inside DotAttention they are
+// every number of key vectors (T = 1..64), d_head 16 and 32 (and 8 on AVX2). (Inside DotAttention they are
 // also covered by the mixer suite's reference and finite-difference checks.)
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 
 #include "attention_head_reference.hpp"
 
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
 
 #include <algorithm>
 #include <cmath>
@@ -53,10 +53,11 @@ void check_head(int T, bool with_bias) {
 }  // namespace
 
 TEST_CASE("short causal attention: register kernels against a double computation") {
-  for (int T : {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64})
+  for (int T : {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 47, 48, 49, 56, 63, 64})
     for (bool bias : {false, true}) {
       check_head<16>(T, bias);
       check_head<32>(T, bias);
+      if constexpr (kernel::supports<8>) check_head<8>(T, bias);
     }
 }
 

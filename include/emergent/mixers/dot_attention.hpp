@@ -148,7 +148,7 @@ class DotAttention {
   // Sequences up to this length take the short path (register kernels, or loops over keys with
   // d_head a compile-time constant): no GEMM set-up, which dominates at the linear map's T = 31.
   static constexpr int kDirectMaxLength = 64;
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
   static_assert(kDirectMaxLength <= short_causal_attention::kMaxLength);
 #endif
   // Query rows per block: a block's scores [128, keys] stay in L2 while the softmax runs over
@@ -239,11 +239,11 @@ class DotAttention {
     }
   }
 
-  // Short sequences: the AVX-512 register kernels of short_causal_attention.hpp where they
-  // apply, else the loops below.
+  // Short sequences: the AVX-512 or AVX2 register kernels of short_causal_attention.hpp where
+  // they apply, else the loops below.
   static void short_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
                             const MixerContext<Real>& ctx) {
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
     if constexpr (std::is_same_v<Real, float> && short_causal_attention::supports<Dh>)
       return short_causal_attention::forward<Dh>(in.q, in.kt, in.v, att, out, D, T, scale,
                                                  ctx.bias_pattern, ctx.bias_strength);
@@ -253,7 +253,7 @@ class DotAttention {
 
   static void short_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq,
                              Real* dk, Real* dv, int T, Real scale) {
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
     if constexpr (std::is_same_v<Real, float> && short_causal_attention::supports<Dh>)
       return short_causal_attention::backward<Dh>(in.q, in.k, in.vt, att, d_out, D, dq, dk, dv, T,
                                                   scale);

@@ -1,149 +1,170 @@
-// Causal attention of one head over a short sequence (T <= 64) held in AVX-512 registers, for
-// d_head a multiple of 16: the linear map's heads (T = 2S - 1, d_head = 16).
+// Causal attention of one head over a short sequence (T <= 64) held in vector registers
+// (core/simd.hpp: AVX-512 or AVX2), for d_head a multiple of the lane count: the linear map's
+// heads (T = 2S - 1, d_head = 16).
 //
 // Forward, per query row i (the math of mixers/dot_attention.hpp):
-//   s_j  = scale q_i . k_j + c P_ij        for j <= i: the T keys sit in ceil(T / 16) zmm
+//   s_j  = scale q_i . k_j + c P_ij        for j <= i: the T keys sit in ceil(T / lanes)
 //                                           registers, each score vector built from d_head
 //                                           broadcast FMAs over the rows of K^T
 //   p    = softmax(s) over j <= i, 0 above the diagonal, written as row i of att
-//   o_i  = sum_j p_j v_j                   v_j is d_head / 16 zmm; p_j broadcast
+//   o_i  = sum_j p_j v_j                   v_j is d_head / lanes registers; p_j broadcast
 // Backward, per row i:
 //   dA_j = dO_i . v_j                       broadcast FMAs over the rows of V^T, as s above
 //   ds_j = scale p_j (dA_j - sum_l p_l dA_l)
 //   dq_i = sum_j ds_j k_j,   dk_j += ds_j q_i,   dv_j += p_j dO_i
-// The exponential is core/avx512.hpp's, as in the long-sequence kernels.
+// The exponential is core/simd.hpp's, as in the long-sequence kernels.
 #pragma once
 
-#if defined(__AVX512F__)
+#include "../core/simd.hpp"
 
-#include <immintrin.h>
+#if EMERGENT_SIMD_LANES > 0
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 
-#include "../core/avx512.hpp"
-
 namespace emergent::short_causal_attention {
 
 inline constexpr int kMaxLength = 64;
+inline constexpr int L = simd::kLanes;
 
 // d_head values the kernels take; others use the generic path of dot_attention.hpp.
 template <int Dh>
-inline constexpr bool supports = Dh % 16 == 0 && Dh <= 64;
+inline constexpr bool supports = Dh % L == 0 && Dh <= 64;
 
 namespace detail {
 
-// out[w] lanes j = x . column 16 w + j of the transposed keys [Dh, T], for the visible keys:
-// d_head broadcast FMAs per vector of 16 keys.
+using simd::Mask;
+using simd::Vec;
+
+// out[w] lanes j = x . column L w + j of the transposed keys [Dh, T], for the visible keys:
+// d_head broadcast FMAs per vector of keys.
 template <int NV, int Dh>
-inline void dot_with_keys(const float* x, const float* transposed, int T,
-                          const __mmask16 visible[NV], __m512 out[NV]) {
-#pragma GCC unroll 4
-  for (int w = 0; w < NV; ++w) out[w] = _mm512_setzero_ps();
+inline void dot_with_keys(const float* x, const float* transposed, int T, const Mask visible[NV],
+                          Vec out[NV]) {
+#pragma GCC unroll 8
+  for (int w = 0; w < NV; ++w) out[w] = simd::zero();
   for (int d = 0; d < Dh; ++d) {
-    const __m512 xd = _mm512_set1_ps(x[d]);
-#pragma GCC unroll 4
+    const Vec xd = simd::set1(x[d]);
+#pragma GCC unroll 8
     for (int w = 0; w < NV; ++w)
-      out[w] = _mm512_fmadd_ps(xd, _mm512_maskz_loadu_ps(visible[w], transposed + d * T + 16 * w),
-                               out[w]);
+      out[w] = simd::fmadd(xd, simd::load_masked(visible[w], transposed + d * T + L * w), out[w]);
   }
 }
 
 template <int NV, int Dh>
 void forward(const float* q, const float* kt, const float* v, float* att, float* out,
              std::int64_t out_stride, int T, float scale, const float* bias, float bias_strength) {
-  constexpr int DV = Dh / 16;
+  constexpr int DV = Dh / L;
   for (int i = 0; i < T; ++i) {
-    __m512 s[NV];
-    __mmask16 visible[NV];
-#pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) visible[w] = avx512::lanes_below(i + 1 - 16 * w);
+    Vec s[NV];
+    Mask visible[NV];
+#pragma GCC unroll 8
+    for (int w = 0; w < NV; ++w) visible[w] = simd::lanes_below(i + 1 - L * w);
     dot_with_keys<NV, Dh>(q + i * Dh, kt, T, visible, s);
-    const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    __m512 row_max = minus_inf;
-#pragma GCC unroll 4
+    const Vec minus_inf = simd::set1(-std::numeric_limits<float>::infinity());
+    Vec row_max = minus_inf;
+#pragma GCC unroll 8
     for (int w = 0; w < NV; ++w) {
-      s[w] = _mm512_mul_ps(s[w], _mm512_set1_ps(scale));
+      s[w] = simd::mul(s[w], simd::set1(scale));
       if (bias)
-        s[w] = _mm512_fmadd_ps(_mm512_set1_ps(bias_strength),
-                               _mm512_maskz_loadu_ps(visible[w], bias + i * T + 16 * w), s[w]);
-      s[w] = _mm512_mask_blend_ps(visible[w], minus_inf, s[w]);
-      row_max = _mm512_max_ps(row_max, s[w]);
+        s[w] = simd::fmadd(simd::set1(bias_strength),
+                           simd::load_masked(visible[w], bias + i * T + L * w), s[w]);
+      s[w] = simd::blend(visible[w], minus_inf, s[w]);
+      row_max = simd::max(row_max, s[w]);
     }
-    const __m512 max_all = _mm512_set1_ps(_mm512_reduce_max_ps(row_max));
-    __m512 total = _mm512_setzero_ps();
-#pragma GCC unroll 4
+    const Vec max_all = simd::set1(simd::reduce_max(row_max));
+    Vec total = simd::zero();
+#pragma GCC unroll 8
     for (int w = 0; w < NV; ++w) {
-      s[w] = _mm512_maskz_mov_ps(visible[w], avx512::exp_ps(_mm512_sub_ps(s[w], max_all)));
-      total = _mm512_add_ps(total, s[w]);
+      s[w] = simd::zero_unless(visible[w], simd::exp(simd::sub(s[w], max_all)));
+      total = simd::add(total, s[w]);
     }
-    const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
+    const Vec inverse = simd::set1(1.0f / simd::reduce_add(total));
     float* row = att + static_cast<std::size_t>(i) * T;
-#pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w)
-      _mm512_mask_storeu_ps(row + 16 * w, avx512::lanes_below(T - 16 * w),
-                            _mm512_mul_ps(s[w], inverse));
-    __m512 o[DV];
-#pragma GCC unroll 4
-    for (int u = 0; u < DV; ++u) o[u] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int w = 0; w < NV; ++w) simd::store_first(row + L * w, T - L * w, simd::mul(s[w], inverse));
+    Vec o[DV];
+#pragma GCC unroll 8
+    for (int u = 0; u < DV; ++u) o[u] = simd::zero();
     for (int j = 0; j <= i; ++j) {
-      const __m512 p = _mm512_set1_ps(row[j]);
-#pragma GCC unroll 4
-      for (int u = 0; u < DV; ++u)
-        o[u] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + j * Dh + 16 * u), o[u]);
+      const Vec p = simd::set1(row[j]);
+#pragma GCC unroll 8
+      for (int u = 0; u < DV; ++u) o[u] = simd::fmadd(p, simd::load(v + j * Dh + L * u), o[u]);
     }
-#pragma GCC unroll 4
-    for (int u = 0; u < DV; ++u) _mm512_storeu_ps(out + i * out_stride + 16 * u, o[u]);
+#pragma GCC unroll 8
+    for (int u = 0; u < DV; ++u) simd::store(out + i * out_stride + L * u, o[u]);
   }
 }
 
 template <int NV, int Dh>
 void backward(const float* q, const float* k, const float* vt, const float* att, const float* d_out,
               std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale) {
-  constexpr int DV = Dh / 16;
+  constexpr int DV = Dh / L;
   std::fill(dk, dk + T * Dh, 0.0f);
   std::fill(dv, dv + T * Dh, 0.0f);
   alignas(64) float ds_row[kMaxLength];
   for (int i = 0; i < T; ++i) {
-    __m512 da[NV];
-    __mmask16 visible[NV];
-#pragma GCC unroll 4
-    for (int w = 0; w < NV; ++w) visible[w] = avx512::lanes_below(i + 1 - 16 * w);
+    Vec da[NV];
+    Mask visible[NV];
+#pragma GCC unroll 8
+    for (int w = 0; w < NV; ++w) visible[w] = simd::lanes_below(i + 1 - L * w);
     const float* doi = d_out + i * d_out_stride;
     dot_with_keys<NV, Dh>(doi, vt, T, visible, da);
     const float* row = att + static_cast<std::size_t>(i) * T;
-    __m512 p[NV], dot = _mm512_setzero_ps();
-#pragma GCC unroll 4
+    Vec p[NV], dot = simd::zero();
+#pragma GCC unroll 8
     for (int w = 0; w < NV; ++w) {
-      p[w] = _mm512_maskz_loadu_ps(visible[w], row + 16 * w);
-      dot = _mm512_fmadd_ps(p[w], da[w], dot);
+      p[w] = simd::load_masked(visible[w], row + L * w);
+      dot = simd::fmadd(p[w], da[w], dot);
     }
-    const __m512 row_dot = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
-#pragma GCC unroll 4
+    const Vec row_dot = simd::set1(simd::reduce_add(dot));
+#pragma GCC unroll 8
     for (int w = 0; w < NV; ++w)
-      _mm512_store_ps(
-          ds_row + 16 * w,
-          _mm512_mul_ps(_mm512_mul_ps(p[w], _mm512_sub_ps(da[w], row_dot)), _mm512_set1_ps(scale)));
-    __m512 qi[DV], oi[DV], dqi[DV];
-#pragma GCC unroll 4
+      simd::store(ds_row + L * w,
+                  simd::mul(simd::mul(p[w], simd::sub(da[w], row_dot)), simd::set1(scale)));
+    Vec qi[DV], oi[DV], dqi[DV];
+#pragma GCC unroll 8
     for (int u = 0; u < DV; ++u) {
-      qi[u] = _mm512_loadu_ps(q + i * Dh + 16 * u);
-      oi[u] = _mm512_loadu_ps(doi + 16 * u);
-      dqi[u] = _mm512_setzero_ps();
+      qi[u] = simd::load(q + i * Dh + L * u);
+      oi[u] = simd::load(doi + L * u);
+      dqi[u] = simd::zero();
     }
     for (int j = 0; j <= i; ++j) {
-      const __m512 ds = _mm512_set1_ps(ds_row[j]), pj = _mm512_set1_ps(row[j]);
-#pragma GCC unroll 4
+      const Vec ds = simd::set1(ds_row[j]), pj = simd::set1(row[j]);
+#pragma GCC unroll 8
       for (int u = 0; u < DV; ++u) {
-        const int at = j * Dh + 16 * u;
-        dqi[u] = _mm512_fmadd_ps(ds, _mm512_loadu_ps(k + at), dqi[u]);
-        _mm512_storeu_ps(dk + at, _mm512_fmadd_ps(ds, qi[u], _mm512_loadu_ps(dk + at)));
-        _mm512_storeu_ps(dv + at, _mm512_fmadd_ps(pj, oi[u], _mm512_loadu_ps(dv + at)));
+        const int at = j * Dh + L * u;
+        dqi[u] = simd::fmadd(ds, simd::load(k + at), dqi[u]);
+        simd::store(dk + at, simd::fmadd(ds, qi[u], simd::load(dk + at)));
+        simd::store(dv + at, simd::fmadd(pj, oi[u], simd::load(dv + at)));
       }
     }
-#pragma GCC unroll 4
-    for (int u = 0; u < DV; ++u) _mm512_storeu_ps(dq + i * Dh + 16 * u, dqi[u]);
+#pragma GCC unroll 8
+    for (int u = 0; u < DV; ++u) simd::store(dq + i * Dh + L * u, dqi[u]);
+  }
+}
+
+// ceil(T / L) vectors of keys, a compile-time constant for the kernels: f.template
+// operator()<NV>() for the NV that T needs.
+template <class F>
+void with_key_vectors(int T, F&& f) {
+  switch ((T + L - 1) / L) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    default:
+      if constexpr (L == 8) {
+        switch ((T + L - 1) / L) {
+          case 5: return f.template operator()<5>();
+          case 6: return f.template operator()<6>();
+          case 7: return f.template operator()<7>();
+          default: return f.template operator()<8>();
+        }
+      } else {
+        return f.template operator()<4>();
+      }
   }
 }
 
@@ -155,16 +176,9 @@ template <int Dh>
 void forward(const float* q, const float* kt, const float* v, float* att, float* out,
              std::int64_t out_stride, int T, float scale, const float* bias, float bias_strength) {
   static_assert(supports<Dh>);
-  switch ((T + 15) / 16) {
-    case 1:
-      return detail::forward<1, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-    case 2:
-      return detail::forward<2, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-    case 3:
-      return detail::forward<3, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-    default:
-      return detail::forward<4, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
-  }
+  detail::with_key_vectors(T, [&]<int NV>() {
+    detail::forward<NV, Dh>(q, kt, v, att, out, out_stride, T, scale, bias, bias_strength);
+  });
 }
 
 // dq, dk, dv [T, Dh] (overwritten) of one head from d_out (rows of stride d_out_stride).
@@ -172,16 +186,9 @@ template <int Dh>
 void backward(const float* q, const float* k, const float* vt, const float* att, const float* d_out,
               std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale) {
   static_assert(supports<Dh>);
-  switch ((T + 15) / 16) {
-    case 1:
-      return detail::backward<1, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-    case 2:
-      return detail::backward<2, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-    case 3:
-      return detail::backward<3, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-    default:
-      return detail::backward<4, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
-  }
+  detail::with_key_vectors(T, [&]<int NV>() {
+    detail::backward<NV, Dh>(q, k, vt, att, d_out, d_out_stride, dq, dk, dv, T, scale);
+  });
 }
 
 }  // namespace emergent::short_causal_attention

@@ -7,6 +7,11 @@
 // inside the step, every GEMM runs single-threaded on a cache-resident slice, and the result is
 // deterministic for a given thread count (fixed slices, fixed summation order). Within a slice
 // the OpenMP loops of the ops run on one thread (nested parallelism is off).
+//
+// A slice holds about kSliceTokens tokens (whole sequences, at least one), and a thread runs its
+// slices one after the other, accumulating into its buffer: a slice's activations then stay in
+// L2 between the forward and the backward. On an AMD EPYC Zen 3 (512 KiB L2) one thread trained
+// 4,096-token steps of the linear map at 28.6k tokens/s as one slice and 40k as 512-token steps.
 #pragma once
 
 #include <algorithm>
@@ -29,42 +34,50 @@ class DataParallelStep {
   // threads <= 0: OpenMP's default.
   explicit DataParallelStep(int threads = 0) : threads_(threads > 0 ? threads : thread_count()) {}
 
+  static constexpr int kSliceTokens = 512;
+
   // grads <- d(loss)/d(params) over the whole batch (overwritten); returns the batch's loss.
   double run(std::span<const Real> params, std::span<Real> grads, const ForwardInput& in) {
     require(grads.size() == Net::parameter_count, "DataParallelStep",
             "gradient buffer has the wrong size");
-    const int slices = std::max(1, std::min(threads_, in.batch));
+    const std::int64_t tokens = std::int64_t(in.batch) * in.length;
+    const std::int64_t by_tokens = (tokens + kSliceTokens - 1) / kSliceTokens;
+    const int slices = int(std::max<std::int64_t>(
+        1, std::min<std::int64_t>(in.batch, std::max<std::int64_t>(threads_, by_tokens))));
+    const int workers = std::min(threads_, slices);
     slices_.resize(slices);
     for (int k = 0; k < slices; ++k) {
-      Slice& slice = slices_[k];
-      slice.begin = in.batch * k / slices;
-      slice.batch = in.batch * (k + 1) / slices - slice.begin;
-      if (k > 0) slice.grads.resize(Net::parameter_count);
+      slices_[k].begin = int(std::int64_t(in.batch) * k / slices);
+      slices_[k].batch = int(std::int64_t(in.batch) * (k + 1) / slices) - slices_[k].begin;
     }
+    worker_grads_.resize(workers - 1);
+    for (std::vector<Real>& g : worker_grads_) g.resize(Net::parameter_count);
     const std::size_t T = static_cast<std::size_t>(in.length);
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static, 1) num_threads(slices) if (slices > 1)
+#pragma omp parallel for schedule(static, 1) num_threads(workers) if (workers > 1)
 #endif
-    for (int k = 0; k < slices; ++k) {
-      Slice& slice = slices_[k];
-      ForwardInput part = in;
-      part.batch = slice.batch;
-      part.inputs = in.inputs.subspan(slice.begin * T, slice.batch * T);
-      part.targets = in.targets.subspan(slice.begin * T, slice.batch * T);
-      slice.loss = Net::forward(params, part, slice.workspace);
-      std::span<Real> g = k == 0 ? grads : std::span<Real>(slice.grads);
+    for (int w = 0; w < workers; ++w) {
+      std::span<Real> g = w == 0 ? grads : std::span<Real>(worker_grads_[w - 1]);
       std::fill(g.begin(), g.end(), Real(0));
-      Net::backward(params, g, slice.workspace, Real(double(slice.batch) / in.batch));
+      for (int k = w; k < slices; k += workers) {  // worker w: slices w, w + workers, ...
+        Slice& slice = slices_[k];
+        ForwardInput part = in;
+        part.batch = slice.batch;
+        part.inputs = in.inputs.subspan(slice.begin * T, slice.batch * T);
+        part.targets = in.targets.subspan(slice.begin * T, slice.batch * T);
+        slice.loss = Net::forward(params, part, slice.workspace);
+        Net::backward(params, g, slice.workspace, Real(double(slice.batch) / in.batch));
+      }
     }
-    if (slices > 1) {
+    if (workers > 1) {
       const std::int64_t n = static_cast<std::int64_t>(Net::parameter_count);
       constexpr std::int64_t chunk = 8192;
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static) num_threads(slices)
+#pragma omp parallel for schedule(static) num_threads(workers)
 #endif
       for (std::int64_t c = 0; c < (n + chunk - 1) / chunk; ++c)
-        for (int k = 1; k < slices; ++k) {
-          const Real* src = slices_[k].grads.data();
+        for (const std::vector<Real>& worker : worker_grads_) {
+          const Real* src = worker.data();
           for (std::int64_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i)
             grads[i] += src[i];
         }
@@ -106,10 +119,10 @@ class DataParallelStep {
     int begin = 0, batch = 0;
     double loss = 0;
     typename Net::Workspace workspace;
-    std::vector<Real> grads;  // slice 0 writes straight into the caller's buffer
   };
   int threads_;
   std::vector<Slice> slices_;
+  std::vector<std::vector<Real>> worker_grads_;  // workers 1..; worker 0 writes into the caller's
 };
 
 }  // namespace emergent

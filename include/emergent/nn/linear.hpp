@@ -1,9 +1,9 @@
 // Linear layer y = x W^T + b, weight stored [out, in] (PyTorch and llm.c layout).
 //
-// In fp32 on AVX-512 the three products go through nn/gemm.hpp, which reads W and dY in place
-// (no transposed copies) and adds the bias inside the forward's micro-kernel; in other builds,
-// in double, and for layers narrower than 16 outputs (the vocabulary head of a binary task, where
-// a 64-wide tile would be mostly padding) they go through Eigen. Either way each output element
+// In fp32 on AVX-512 or AVX2 the three products go through nn/gemm.hpp, which reads W and dY in
+// place (no transposed copies) and adds the bias inside the forward's micro-kernel; in other
+// builds, in double, and for layers narrower than 16 outputs (the vocabulary head of a binary
+// task, where a tile would be mostly padding) they go through Eigen. Either way each output element
 // is reduced by one thread in a fixed order, so results are deterministic for a given thread
 // count.
 #pragma once
