@@ -43,6 +43,9 @@ PAPER_SPARSITY_S16 = {1: 0.336, 2: 0.336, 4: 0.50, 5: 0.60, 6: 0.63, 7: 0.65, 8:
 PAPER_PLATEAU = {4: 61, 8: 377, 16: 400, 32: 650, 64: 1390, 128: 3300, 256: 8600}
 PAPER_PLATEAU_BIAS = {4: 61, 8: 180, 16: 180, 32: 180, 64: 180, 128: 180, 256: 180, 512: 180}
 
+PAPER_WIDTH_LINEAR = {"d_head=4": {1: 0.693, 2: 0.693, 4: 0.67, 8: 0.445, 16: 0.345, 32: 0.336},
+                      "D=128": {1: 0.63, 2: 0.49, 4: 0.465, 8: 0.345, 16: 0.34, 32: 0.34, 64: 0.34, 128: 0.34}}
+
 TASK_TITLES = {"linear-map": "linear map", "cellular-automaton": "cellular automaton"}
 
 
@@ -272,6 +275,9 @@ def width(args):
         ax.set_ylabel("final loss (smoothed)")
         if task == "linear-map":
             S = of_task[0]["config"]["S"]
+            for (name, paper), marker in zip(PAPER_WIDTH_LINEAR.items(), ["x", "+"]):
+                ax.scatter(list(paper), list(paper.values()), marker=marker, color="grey", zorder=4,
+                           label=f"paper, {name} (read off its figure)")
             ax.axhline(linear_floor(S), color="grey", ls=":", lw=1, label="floor")
             ax.axhline(math.log(2), color="black", ls="--", lw=1, label="ln 2")
         ax.set_title(f"{TASK_TITLES.get(task, task)}")
@@ -412,10 +418,16 @@ def attention(args):
     config = json.loads((run / "config.json").read_text())
     fig = plt.figure(figsize=(1.6 * (H + 1), 1.7 * len(loaded) + 3.2))
     grid = fig.add_gridspec(len(loaded) + 1, H + 1, height_ratios=[1] * len(loaded) + [1.6])
+    # The queries and keys the true pattern involves (the linear map: x1's predictions against
+    # x0), unless --full: the rest of the map is the causal triangle's other rows.
+    target = loaded[0][0]["target"]
+    rows, cols = np.flatnonzero(target.any(axis=1)), np.flatnonzero(target.any(axis=0))
+    box = (slice(None), slice(None)) if args.full or rows.size == 0 else \
+        (slice(rows.min(), rows.max() + 1), slice(cols.min(), cols.max() + 1))
     for i, (tensors, meta) in enumerate(loaded):
         for h in range(H):
             ax = fig.add_subplot(grid[i, h])
-            ax.imshow(tensors["attention"][layer, h], cmap="magma", vmin=0, vmax=1, interpolation="nearest")
+            ax.imshow(tensors["attention"][layer, h][box], cmap="magma", vmin=0, vmax=1, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
@@ -423,7 +435,7 @@ def attention(args):
             if h == 0:
                 ax.set_ylabel(f"step {meta['step']}\nloss {float(meta['loss']):.3f}", fontsize=8)
         ax = fig.add_subplot(grid[i, H])
-        ax.imshow(tensors["target"], cmap="Greens", vmin=0, vmax=1, interpolation="nearest")
+        ax.imshow(tensors["target"][box], cmap="Greens", vmin=0, vmax=1, interpolation="nearest")
         ax.set_xticks([])
         ax.set_yticks([])
         if i == 0:
@@ -448,8 +460,10 @@ def attention(args):
     ax2.set_ylabel("loss (smoothed)")
     ax2.legend(fontsize=7)
     task = config["task"]
+    shown = "every query and key" if box[0] == slice(None) else \
+        f"queries {box[0].start}-{box[0].stop - 1}, keys {box[1].start}-{box[1].stop - 1}"
     finish(fig, args, f"{TASK_TITLES.get(task, task)}: layer {layer}'s heads before and after the jump "
-           "(rows: queries, columns: keys; dotted: the saved steps)")
+           f"(rows: queries, columns: keys; {shown}; dotted: the saved steps)")
 
 
 def runs(args):
@@ -482,6 +496,8 @@ def main():
     parser.add_argument("--emergent", default="build/emergent")
     parser.add_argument("--title", default="")
     parser.add_argument("--layer", type=int, default=0, help="attention: the layer drawn")
+    parser.add_argument("--full", action="store_true", help="attention: the whole map, not only the "
+                        "queries and keys of the true pattern")
     args = parser.parse_args()
     commands[args.command](args)
 
