@@ -11,7 +11,7 @@
 #include "../dot_attention_checks.hpp"
 #include "attention_head_reference.hpp"
 
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -92,7 +92,7 @@ constexpr emergent::Shape kHead64{
 
 }  // namespace
 
-TEST_CASE("long causal attention: AVX-512 kernels against a double computation") {
+TEST_CASE("long causal attention: AVX-512 or AVX2 kernels against a double computation") {
   // 65: a tile of 1 row at the end; 72, 80: whole tiles; 79: a 4 + 2 + 1 row remainder and a
   // 15-key last vector; 96 and 129: key counts at and past blocks of 32; 256 and 257: aligned
   // rows (streaming stores) and one past.
@@ -106,9 +106,12 @@ TEST_CASE("long causal attention: AVX-512 kernels against a double computation")
     check_head<64>(T, true, 0);
   }
   check_head<16>(256, true, 1);  // rows not 64-byte aligned: no streaming stores
+  if constexpr (kernel::supports<8>)  // AVX2: d_head of one ymm; 68, 71: 8-key remainders
+    for (int T : {65, 68, 71, 96, 129, 256})
+      for (bool bias : {false, true}) check_head<8>(T, bias, 0);
 }
 
-TEST_CASE("mixer suite: DotAttention on the AVX-512 long path (d_head 16)") {
+TEST_CASE("mixer suite: DotAttention on the vectorised long path (d_head 16)") {
   // 65: one query past the direct path; 129: one past 16 tiles of 8 rows; 200: rows not a
   // multiple of 16 floats; 256: aligned rows.
   mixer_suite::run_all<emergent::DotAttention, kHead16>(
@@ -116,7 +119,7 @@ TEST_CASE("mixer suite: DotAttention on the AVX-512 long path (d_head 16)") {
 }
 
 TEST_CASE(
-    "DotAttention on the AVX-512 long path with the bias: reference, att, row sums, determinism") {
+    "DotAttention on the vectorised long path with the bias: reference, att, row sums, determinism") {
   for (int T : {65, 129, 200, 256}) dot_attention_checks::check_mixer_with_bias<kHead16>(2, T, 0.7);
   dot_attention_checks::check_mixer_with_bias<kHead16>(1, 160,
                                                        30.0);  // near one-hot rows, exp underflow

@@ -6,6 +6,7 @@
 //   simd::kLanes                     floats per register
 //   simd::kName                      "avx512", "avx2": printed by the benchmarks
 //   load, store, set1, zero, fmadd   unaligned loads and stores, broadcast, a * b + c
+//   stream                           a store past the caches (p aligned to the vector)
 //   add, sub, mul, max               lane-wise
 //   reduce_add, reduce_max           over the lanes
 //   exp                              Cephes' expf, within 1-2 ulp for the softmax's x <= 0
@@ -49,6 +50,7 @@ inline Mask lanes_below(int count) {
 }
 inline Vec load_masked(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
 inline void store_masked(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+inline void stream(float* p, Vec v) { _mm512_stream_ps(p, v); }  // p 64-byte aligned
 inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
 inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
@@ -73,6 +75,7 @@ inline Mask lanes_below(int count) {
 }
 inline Vec load_masked(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
 inline void store_masked(float* p, Mask m, Vec v) { _mm256_maskstore_ps(p, m, v); }
+inline void stream(float* p, Vec v) { _mm256_stream_ps(p, v); }  // p 32-byte aligned
 inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
 inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }

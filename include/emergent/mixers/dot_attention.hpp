@@ -261,10 +261,10 @@ class DotAttention {
     direct_backward(in, att, d_out, dq, dk, dv, T, scale);
   }
 
-  // Long sequences: the AVX-512 kernels where they apply, else the Eigen blocks below.
+  // Long sequences: the AVX-512 or AVX2 kernels where they apply, else the Eigen blocks below.
   static void long_forward(const HeadInputs& in, Real* att, Real* out, int T, Real scale,
                            const MixerContext<Real>& ctx) {
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
     if constexpr (std::is_same_v<Real, float> && long_causal_attention::supports<Dh>)
       return long_causal_attention::forward<Dh>(in.q, in.k, in.v, att, out, D, T, scale,
                                                 ctx.bias_pattern, ctx.bias_strength);
@@ -274,7 +274,7 @@ class DotAttention {
 
   static void long_backward(const HeadInputs& in, const Real* att, const Real* d_out, Real* dq,
                             Real* dk, Real* dv, int T, Real scale) {
-#if defined(__AVX512F__)
+#if EMERGENT_SIMD_LANES > 0
     if constexpr (std::is_same_v<Real, float> && long_causal_attention::supports<Dh>)
       return long_causal_attention::backward<Dh>(in.q, in.k, in.v, att, d_out, D, dq, dk, dv, T,
                                                  scale);

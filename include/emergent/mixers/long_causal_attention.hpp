@@ -1,5 +1,6 @@
-// Causal attention of one head over a long sequence (T > 64), AVX-512, for d_head a multiple of
-// 16 up to 64: the cellular automaton's heads (T = 1024, d_head = 16). The math is that of
+// Causal attention of one head over a long sequence (T > 64), AVX-512 or AVX2 (core/simd.hpp;
+// L = 16 or 8 lanes), for d_head a multiple of L up to 64: the cellular automaton's heads
+// (T = 1024, d_head = 16). Below, "16" is L and "zmm" a ymm on AVX2. The math is that of
 // mixers/dot_attention.hpp; this file only orders it so that the FMAs run from registers.
 //
 // Queries go in tiles of R rows (R = 8 at d_head 16: the R rows of q, dO and dq fit in the 32
@@ -30,9 +31,9 @@
 // the next tile's att rows ahead while a tile computes.
 #pragma once
 
-#if defined(__AVX512F__)
+#include "../core/simd.hpp"
 
-#include <immintrin.h>
+#if EMERGENT_SIMD_LANES > 0
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -42,35 +43,36 @@
 #include <type_traits>
 #include <vector>
 
-#include "../core/avx512.hpp"
-
 namespace emergent::long_causal_attention {
+
+inline constexpr int L = simd::kLanes;  // keys per block and per vector
 
 // d_head values the kernels take; others use the generic path of dot_attention.hpp.
 template <int Dh>
-inline constexpr bool supports = Dh % 16 == 0 && Dh > 0 && Dh <= 64;
+inline constexpr bool supports = Dh % L == 0 && Dh > 0 && Dh <= 64;
 
 namespace detail {
 
-// Query rows per tile: the backward keeps 3 R d_head / 16 zmm (q, dO, dq of the tile) live.
+// Query rows per tile. AVX-512 (32 zmm): the backward keeps 3 R d_head / 16 registers (q, dO,
+// dq of the tile) live. AVX2 (16 ymm): fewer rows; at d_head 16 the tile's q and dO are read
+// from L1 as FMA operands.
 template <int Dh>
-inline constexpr int kTileRows = Dh == 16   ? 8
-                                 : Dh == 32 ? 4
-                                            : 2;
+inline constexpr int kTileRows = L == 16 ? (Dh == 16 ? 8 : Dh == 32 ? 4 : 2)
+                                         : (Dh == 8 ? 4 : Dh == 16 ? 2 : 1);
 
 using Scratch = std::vector<float, Eigen::aligned_allocator<float>>;
 
-inline int round_up_16(int n) { return (n + 15) & ~15; }
+inline int round_up_lanes(int n) { return (n + L - 1) / L * L; }
 
 // b [T, Dh] (K or V) -> its transpose in blocks of 16 keys, packed [round_up_16(T) / 16][Dh][16]
 // (packed[16 Dh jb + 16 d + l] = b[jb + l][d]), zeros past T.
 template <int Dh>
 void pack_key_blocks(const float* b, int T, float* packed) {
-  const int padded = round_up_16(T);
-  for (int jb = 0; jb < padded; jb += 16)
-    for (int l = 0; l < 16; ++l)
+  const int padded = round_up_lanes(T);
+  for (int jb = 0; jb < padded; jb += L)
+    for (int l = 0; l < L; ++l)
       for (int d = 0; d < Dh; ++d)
-        packed[jb * Dh + d * 16 + l] = jb + l < T ? b[(jb + l) * Dh + d] : 0.0f;
+        packed[jb * Dh + d * L + l] = jb + l < T ? b[(jb + l) * Dh + d] : 0.0f;
 }
 
 // acc[r][w] = sum_d a[r][d] bt[d][j0 + 16 w + lane] for R rows of a (row stride a_stride) and W
@@ -78,21 +80,21 @@ void pack_key_blocks(const float* b, int T, float* packed) {
 template <int R, int W, int Dh>
 [[gnu::always_inline]] inline void rows_times_key_blocks(const float* a, std::int64_t a_stride,
                                                          const float* packed, int j0,
-                                                         __m512 (&acc)[R][W]) {
+                                                         simd::Vec (&acc)[R][W]) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+    for (int w = 0; w < W; ++w) acc[r][w] = simd::zero();
   const float* block = packed + static_cast<std::int64_t>(j0) * Dh;
   for (int d = 0; d < Dh; ++d) {
-    __m512 b[W];
+    simd::Vec b[W];
 #pragma GCC unroll 8
-    for (int w = 0; w < W; ++w) b[w] = _mm512_load_ps(block + w * 16 * Dh + d * 16);
+    for (int w = 0; w < W; ++w) b[w] = simd::load(block + w * L * Dh + d * L);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * a_stride + d]);
+      const simd::Vec x = simd::set1(a[r * a_stride + d]);
 #pragma GCC unroll 8
-      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(x, b[w], acc[r][w]);
+      for (int w = 0; w < W; ++w) acc[r][w] = simd::fmadd(x, b[w], acc[r][w]);
     }
   }
 }
@@ -103,14 +105,14 @@ template <int R, int Dh, class Epilogue>
 [[gnu::always_inline]] inline void sweep_keys(const float* a, std::int64_t a_stride,
                                               const float* packed, int keys, Epilogue&& epilogue) {
   int j0 = 0;
-  for (; j0 + 32 <= keys; j0 += 32) {
-    __m512 acc[R][2];
+  for (; j0 + 2 * L <= keys; j0 += 2 * L) {
+    simd::Vec acc[R][2];
     rows_times_key_blocks<R, 2, Dh>(a, a_stride, packed, j0, acc);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) epilogue(r, j0, acc[r][0]), epilogue(r, j0 + 16, acc[r][1]);
+    for (int r = 0; r < R; ++r) epilogue(r, j0, acc[r][0]), epilogue(r, j0 + L, acc[r][1]);
   }
-  for (; j0 < keys; j0 += 16) {
-    __m512 acc[R][1];
+  for (; j0 < keys; j0 += L) {
+    simd::Vec acc[R][1];
     rows_times_key_blocks<R, 1, Dh>(a, a_stride, packed, j0, acc);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) epilogue(r, j0, acc[r][0]);
@@ -127,15 +129,15 @@ class AttWriter {
   AttWriter(float* att, int T)
       : att_(att),
         T_(T),
-        streaming_(T % 16 == 0 && reinterpret_cast<std::uintptr_t>(att) % 64 == 0) {}
+        streaming_(T % L == 0 && reinterpret_cast<std::uintptr_t>(att) % 64 == 0) {}
 
   // Entries j .. j+15 of row i (j a multiple of 16; lanes from T on are dropped).
-  void put(int i, int j, __m512 x) {
+  void put(int i, int j, simd::Vec x) {
     float* at = att_ + static_cast<std::int64_t>(i) * T_ + j;
     if (streaming_)
-      _mm512_stream_ps(at, x);
+      simd::stream(at, x);
     else
-      _mm512_mask_storeu_ps(at, avx512::lanes_below(T_ - j), x);
+      simd::store_masked(at, simd::lanes_below(T_ - j), x);
   }
 
   // The next `count` vectors of zeros above the diagonal, in row order.
@@ -143,11 +145,11 @@ class AttWriter {
     while (count > 0 && zero_row_ < T_) {
       if (zero_col_ >= T_) {
         ++zero_row_;
-        zero_col_ = round_up_16(zero_row_ + 1);
+        zero_col_ = round_up_lanes(zero_row_ + 1);
         continue;
       }
-      put(zero_row_, zero_col_, _mm512_setzero_ps());
-      zero_col_ += 16;
+      put(zero_row_, zero_col_, simd::zero());
+      zero_col_ += L;
       --count;
     }
   }
@@ -162,37 +164,38 @@ class AttWriter {
   float* att_;
   int T_;
   bool streaming_;
-  int zero_row_ = 0, zero_col_ = 16;  // row 0's zeros start at round_up_16(1)
+  int zero_row_ = 0, zero_col_ = L;  // row 0's zeros start at round_up_lanes(1)
 };
 
 // One row of scores in the tile scratch (vector j at s + R j, keys [0, visible) valid) -> e =
 // exp(s - max s) there, 0 from visible to padded; returns 1 / sum e.
 template <int R>
 float exponentiate_row(float* s, int visible, int padded) {
-  const int full = visible & ~15;
-  __m512 row_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int j = 0; j < full; j += 16) row_max = _mm512_max_ps(row_max, _mm512_load_ps(s + R * j));
+  const int full = visible / L * L;
+  const simd::Vec minus_inf = simd::set1(-std::numeric_limits<float>::infinity());
+  simd::Vec row_max = minus_inf;
+  for (int j = 0; j < full; j += L) row_max = simd::max(row_max, simd::load(s + R * j));
   if (full < visible)
-    row_max = _mm512_mask_max_ps(row_max, avx512::lanes_below(visible - full), row_max,
-                                 _mm512_load_ps(s + R * full));
-  const __m512 max_all = _mm512_set1_ps(_mm512_reduce_max_ps(row_max));
-  __m512 total = _mm512_setzero_ps();
+    row_max = simd::max(row_max, simd::blend(simd::lanes_below(visible - full), minus_inf,
+                                             simd::load(s + R * full)));
+  const simd::Vec max_all = simd::set1(simd::reduce_max(row_max));
+  simd::Vec total = simd::zero();
   int j = 0;
-  for (; j < full; j += 16) {
-    const __m512 e = avx512::exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all));
-    _mm512_store_ps(s + R * j, e);
-    total = _mm512_add_ps(total, e);
+  for (; j < full; j += L) {
+    const simd::Vec e = simd::exp(simd::sub(simd::load(s + R * j), max_all));
+    simd::store(s + R * j, e);
+    total = simd::add(total, e);
   }
   if (full < visible) {
-    const __m512 e =
-        _mm512_maskz_mov_ps(avx512::lanes_below(visible - full),
-                            avx512::exp_ps(_mm512_sub_ps(_mm512_load_ps(s + R * j), max_all)));
-    _mm512_store_ps(s + R * j, e);
-    total = _mm512_add_ps(total, e);
-    j += 16;
+    const simd::Vec e =
+        simd::zero_unless(simd::lanes_below(visible - full),
+                            simd::exp(simd::sub(simd::load(s + R * j), max_all)));
+    simd::store(s + R * j, e);
+    total = simd::add(total, e);
+    j += L;
   }
-  for (; j < padded; j += 16) _mm512_store_ps(s + R * j, _mm512_setzero_ps());
-  return 1.0f / _mm512_reduce_add_ps(total);
+  for (; j < padded; j += L) simd::store(s + R * j, simd::zero());
+  return 1.0f / simd::reduce_add(total);
 }
 
 // Query rows i0 .. i0+R-1: scores into the scratch, softmax, att rows through the writer (plus
@@ -201,52 +204,52 @@ template <int R, int Dh>
 void forward_tile(const float* q, const float* kt_packed, const float* v, AttWriter& att,
                   std::int64_t zeros_per_block, float* out, std::int64_t out_stride, int T,
                   float scale, const float* bias, float bias_strength, int i0, float* scores) {
-  constexpr int DV = Dh / 16;
-  const int keys = i0 + R, padded = round_up_16(keys);
-  const __m512 scale_v = _mm512_set1_ps(scale), strength = _mm512_set1_ps(bias_strength);
+  constexpr int DV = Dh / L;
+  const int keys = i0 + R, padded = round_up_lanes(keys);
+  const simd::Vec scale_v = simd::set1(scale), strength = simd::set1(bias_strength);
   sweep_keys<R, Dh>(
-      q + static_cast<std::int64_t>(i0) * Dh, Dh, kt_packed, keys, [&](int r, int j, __m512 s) {
-        s = _mm512_mul_ps(s, scale_v);
+      q + static_cast<std::int64_t>(i0) * Dh, Dh, kt_packed, keys, [&](int r, int j, simd::Vec s) {
+        s = simd::mul(s, scale_v);
         if (bias) {
           const float* pattern = bias + static_cast<std::int64_t>(i0 + r) * T + j;
-          s = _mm512_fmadd_ps(strength, _mm512_maskz_loadu_ps(avx512::lanes_below(T - j), pattern),
+          s = simd::fmadd(strength, simd::load_masked(simd::lanes_below(T - j), pattern),
                               s);
         }
-        _mm512_store_ps(scores + R * j + 16 * r, s);
+        simd::store(scores + R * j + L * r, s);
       });
   float inverse_sum[R];
   for (int r = 0; r < R; ++r)
-    inverse_sum[r] = exponentiate_row<R>(scores + 16 * r, i0 + r + 1, padded);
+    inverse_sum[r] = exponentiate_row<R>(scores + L * r, i0 + r + 1, padded);
   // Even and odd keys accumulate apart: 2 R independent chains of FMAs.
-  __m512 o[2][R][DV];
+  simd::Vec o[2][R][DV];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int u = 0; u < DV; ++u) o[h][r][u] = _mm512_setzero_ps();
+      for (int u = 0; u < DV; ++u) o[h][r][u] = simd::zero();
   auto accumulate = [&](int h, const float* e, int j) {
-    __m512 vj[DV];
+    simd::Vec vj[DV];
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u)
-      vj[u] = _mm512_loadu_ps(v + static_cast<std::int64_t>(j) * Dh + 16 * u);
+      vj[u] = simd::load(v + static_cast<std::int64_t>(j) * Dh + L * u);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 er = _mm512_set1_ps(e[16 * r]);
+      const simd::Vec er = simd::set1(e[L * r]);
 #pragma GCC unroll 4
-      for (int u = 0; u < DV; ++u) o[h][r][u] = _mm512_fmadd_ps(er, vj[u], o[h][r][u]);
+      for (int u = 0; u < DV; ++u) o[h][r][u] = simd::fmadd(er, vj[u], o[h][r][u]);
     }
   };
   // Per block of 16 keys: the block's vector of each row (where not above the diagonal), then
   // zeros_per_block vectors of zeros, to att; then the block's terms of o.
-  for (int jb = 0; jb < keys; jb += 16) {
+  for (int jb = 0; jb < keys; jb += L) {
     const float* block = scores + R * jb;
     for (int r = 0; r < R; ++r)
       if (jb <= i0 + r)
         att.put(i0 + r, jb,
-                _mm512_mul_ps(_mm512_load_ps(block + 16 * r), _mm512_set1_ps(inverse_sum[r])));
+                simd::mul(simd::load(block + L * r), simd::set1(inverse_sum[r])));
     att.zeros(zeros_per_block);
-    const int count = std::min(16, keys - jb);
+    const int count = std::min(L, keys - jb);
     int l = 0;
     for (; l + 2 <= count; l += 2)
       accumulate(0, block + l, jb + l), accumulate(1, block + l + 1, jb + l + 1);
@@ -256,9 +259,9 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u)
-      _mm512_storeu_ps(
-          out + (i0 + r) * out_stride + 16 * u,
-          _mm512_mul_ps(_mm512_add_ps(o[0][r][u], o[1][r][u]), _mm512_set1_ps(inverse_sum[r])));
+      simd::store(
+          out + (i0 + r) * out_stride + L * u,
+          simd::mul(simd::add(o[0][r][u], o[1][r][u]), simd::set1(inverse_sum[r])));
 }
 
 // Query rows i0 .. i0+R-1 of the backward. scratch [keys/16][2R][16]: dA then dS of row r at
@@ -267,84 +270,84 @@ template <int R, int Dh>
 void backward_tile(const float* q, const float* k, const float* vt_packed, const float* att,
                    const float* d_out, std::int64_t d_out_stride, float* dq, float* dk, float* dv,
                    int T, float scale, int i0, float* scratch) {
-  constexpr int DV = Dh / 16;
+  constexpr int DV = Dh / L;
   const int keys = i0 + R;
   sweep_keys<R, Dh>(
       d_out + i0 * d_out_stride, d_out_stride, vt_packed, keys,
-      [&](int r, int j, __m512 da) { _mm512_store_ps(scratch + 2 * R * j + 16 * r, da); });
+      [&](int r, int j, simd::Vec da) { simd::store(scratch + 2 * R * j + L * r, da); });
   // p from att (0 from `keys` on: masked loads; att row i0+r is 0 above the diagonal), so dS is 0
   // there whatever dA holds.
-  const __m512 scale_v = _mm512_set1_ps(scale);
+  const simd::Vec scale_v = simd::set1(scale);
   for (int r = 0; r < R; ++r) {
     const float* p = att + static_cast<std::int64_t>(i0 + r) * T;
     auto p_times_da = [&](int j) {  // also keeps p_rj .. p_r(j+15) in the scratch
       float* block = scratch + 2 * R * j;
-      const __m512 pj = _mm512_maskz_loadu_ps(avx512::lanes_below(keys - j), p + j);
-      _mm512_store_ps(block + 16 * (R + r), pj);
-      return _mm512_mul_ps(pj, _mm512_load_ps(block + 16 * r));
+      const simd::Vec pj = simd::load_masked(simd::lanes_below(keys - j), p + j);
+      simd::store(block + L * (R + r), pj);
+      return simd::mul(pj, simd::load(block + L * r));
     };
-    __m512 dot0 = _mm512_setzero_ps(), dot1 = _mm512_setzero_ps();  // two chains of adds
+    simd::Vec dot0 = simd::zero(), dot1 = simd::zero();  // two chains of adds
     int j = 0;
-    for (; j + 32 <= keys; j += 32) {
-      dot0 = _mm512_add_ps(dot0, p_times_da(j));
-      dot1 = _mm512_add_ps(dot1, p_times_da(j + 16));
+    for (; j + 2 * L <= keys; j += 2 * L) {
+      dot0 = simd::add(dot0, p_times_da(j));
+      dot1 = simd::add(dot1, p_times_da(j + L));
     }
-    for (; j < keys; j += 16) dot0 = _mm512_add_ps(dot0, p_times_da(j));
-    const __m512 row_dot = _mm512_set1_ps(_mm512_reduce_add_ps(_mm512_add_ps(dot0, dot1)));
-    for (j = 0; j < keys; j += 16) {
+    for (; j < keys; j += L) dot0 = simd::add(dot0, p_times_da(j));
+    const simd::Vec row_dot = simd::set1(simd::reduce_add(simd::add(dot0, dot1)));
+    for (j = 0; j < keys; j += L) {
       float* block = scratch + 2 * R * j;
-      const __m512 ds = _mm512_mul_ps(_mm512_load_ps(block + 16 * (R + r)),
-                                      _mm512_sub_ps(_mm512_load_ps(block + 16 * r), row_dot));
-      _mm512_store_ps(block + 16 * r, _mm512_mul_ps(ds, scale_v));
+      const simd::Vec ds = simd::mul(simd::load(block + L * (R + r)),
+                                      simd::sub(simd::load(block + L * r), row_dot));
+      simd::store(block + L * r, simd::mul(ds, scale_v));
     }
   }
-  __m512 qr[R][DV], dor[R][DV], dqr[R][DV];
+  simd::Vec qr[R][DV], dor[R][DV], dqr[R][DV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u) {
-      qr[r][u] = _mm512_loadu_ps(q + (i0 + r) * Dh + 16 * u);
-      dor[r][u] = _mm512_loadu_ps(d_out + (i0 + r) * d_out_stride + 16 * u);
-      dqr[r][u] = _mm512_setzero_ps();
+      qr[r][u] = simd::load(q + (i0 + r) * Dh + L * u);
+      dor[r][u] = simd::load(d_out + (i0 + r) * d_out_stride + L * u);
+      dqr[r][u] = simd::zero();
     }
   // The next tile's att rows come from memory: fetch them while this tile computes.
   const int rows_ahead = std::min(R, T - keys);
-  for (int jb = 0; jb < keys; jb += 16) {
+  for (int jb = 0; jb < keys; jb += L) {
     for (int r = 0; r < rows_ahead; ++r)
       _mm_prefetch(
           reinterpret_cast<const char*>(att + static_cast<std::int64_t>(keys + r) * T + jb),
           _MM_HINT_T0);
-    const int count = std::min(16, keys - jb);
+    const int count = std::min(L, keys - jb);
     for (int l = 0; l < count; ++l) {
       const float* at = scratch + 2 * R * jb + l;
       const int j = jb + l;
-      __m512 kj[DV], dkj[DV], dvj[DV];
+      simd::Vec kj[DV], dkj[DV], dvj[DV];
 #pragma GCC unroll 4
       for (int u = 0; u < DV; ++u)
-        kj[u] = _mm512_loadu_ps(k + j * Dh + 16 * u), dkj[u] = _mm512_setzero_ps(),
-        dvj[u] = _mm512_setzero_ps();
+        kj[u] = simd::load(k + j * Dh + L * u), dkj[u] = simd::zero(),
+        dvj[u] = simd::zero();
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512 ds = _mm512_set1_ps(at[16 * r]), p = _mm512_set1_ps(at[16 * (R + r)]);
+        const simd::Vec ds = simd::set1(at[L * r]), p = simd::set1(at[L * (R + r)]);
 #pragma GCC unroll 4
         for (int u = 0; u < DV; ++u) {
-          dqr[r][u] = _mm512_fmadd_ps(ds, kj[u], dqr[r][u]);
-          dkj[u] = _mm512_fmadd_ps(ds, qr[r][u], dkj[u]);
-          dvj[u] = _mm512_fmadd_ps(p, dor[r][u], dvj[u]);
+          dqr[r][u] = simd::fmadd(ds, kj[u], dqr[r][u]);
+          dkj[u] = simd::fmadd(ds, qr[r][u], dkj[u]);
+          dvj[u] = simd::fmadd(p, dor[r][u], dvj[u]);
         }
       }
 #pragma GCC unroll 4
       for (int u = 0; u < DV; ++u) {
-        const int to = j * Dh + 16 * u;
-        _mm512_storeu_ps(dk + to, _mm512_add_ps(_mm512_loadu_ps(dk + to), dkj[u]));
-        _mm512_storeu_ps(dv + to, _mm512_add_ps(_mm512_loadu_ps(dv + to), dvj[u]));
+        const int to = j * Dh + L * u;
+        simd::store(dk + to, simd::add(simd::load(dk + to), dkj[u]));
+        simd::store(dv + to, simd::add(simd::load(dv + to), dvj[u]));
       }
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int u = 0; u < DV; ++u) _mm512_storeu_ps(dq + (i0 + r) * Dh + 16 * u, dqr[r][u]);
+    for (int u = 0; u < DV; ++u) simd::store(dq + (i0 + r) * Dh + L * u, dqr[r][u]);
 }
 
 // tile(rows, i0) over the query rows [begin, T): tiles of R rows, then one each of R/2, R/4 .. 1
@@ -365,15 +368,15 @@ void forward(const float* q, const float* k, const float* v, float* att, float* 
              std::int64_t out_stride, int T, float scale, const float* bias, float bias_strength) {
   static_assert(supports<Dh>);
   constexpr int R = detail::kTileRows<Dh>;
-  const int padded = detail::round_up_16(T);
+  const int padded = detail::round_up_lanes(T);
   detail::Scratch kt_packed(static_cast<std::size_t>(padded) * Dh),
       scores(static_cast<std::size_t>(padded) * R);
   detail::pack_key_blocks<Dh>(k, T, kt_packed.data());
   // Zeros above the diagonal, spread evenly over the tiles' blocks of 16 keys.
   std::int64_t zero_vectors = 0, key_blocks = 0;
-  for (int i = 0; i < T; ++i) zero_vectors += (T - detail::round_up_16(i + 1) + 15) / 16;
+  for (int i = 0; i < T; ++i) zero_vectors += (T - detail::round_up_lanes(i + 1) + L - 1) / L;
   detail::over_row_tiles<R>(
-      0, T, [&](auto rows, int i0) { key_blocks += (i0 + decltype(rows)::value + 15) / 16; });
+      0, T, [&](auto rows, int i0) { key_blocks += (i0 + decltype(rows)::value + L - 1) / L; });
   const std::int64_t zeros_per_block = (zero_vectors + key_blocks - 1) / key_blocks;
   detail::AttWriter writer(att, T);
   detail::over_row_tiles<R>(0, T, [&](auto rows, int i0) {
@@ -391,7 +394,7 @@ void backward(const float* q, const float* k, const float* v, const float* att, 
               std::int64_t d_out_stride, float* dq, float* dk, float* dv, int T, float scale) {
   static_assert(supports<Dh>);
   constexpr int R = detail::kTileRows<Dh>;
-  const int padded = detail::round_up_16(T);
+  const int padded = detail::round_up_lanes(T);
   detail::Scratch vt_packed(static_cast<std::size_t>(padded) * Dh),
       scratch(static_cast<std::size_t>(padded) * 2 * R);
   detail::pack_key_blocks<Dh>(v, T, vt_packed.data());
