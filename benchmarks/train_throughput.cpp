@@ -35,9 +35,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <emergent/core/simd.hpp>
 #include <emergent/core/arena.hpp>
 #include <emergent/core/parallel.hpp>
+#include <emergent/core/simd.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/model/data_parallel.hpp>
 #include <emergent/model/model.hpp>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A shape outside the prebuilt registry, compiled on demand (ctest shape_on_demand): the first
 # use compiles it into an empty cache (one "compiling ..." line), trains and evaluates; the second
-# use of the same shape starts at once from the cache and gives the same numbers.
+# use of the same shape starts at once from the cache and gives the same numbers; a header edited
+# after the build is refused in one line, not met with the build's stale precompiled header.
 #   tests/shape_on_demand.sh path/to/emergent
 set -euo pipefail
 cli=$1
@@ -26,4 +27,15 @@ cmp "$dir/first.txt" "$dir/second.txt"   # deterministic: the same summary
 "$cli" eval --checkpoint "$dir/first/step_000020.safetensors" --batch 8 > "$dir/eval.txt" 2> "$dir/eval.err"
 grep -q "^loss " "$dir/eval.txt"
 if grep -q compiling "$dir/eval.err"; then exit 1; fi
+
+# A header newer than the build (its mtime moved forward, then put back).
+here=$(cd "$(dirname "$0")/.." && pwd)
+header=$here/include/emergent/core/shape.hpp
+saved=$(stat -c %y "$header")
+trap 'touch -d "$saved" "$header"; rm -rf "$dir"' EXIT
+touch "$header"
+if "$cli" train --S 4 --s 2 --d-model 32 --heads 4 --d-ff 64 --steps 20 --batch-tokens 128 \
+     --threads 2 --quiet --out "$dir/stale" 2> "$dir/stale.err"; then exit 1; fi
+grep -q "shape.hpp: changed after the program was built; rebuild (make build)" "$dir/stale.err"
+touch -d "$saved" "$header"
 echo "shape_on_demand: ok"

@@ -45,32 +45,32 @@ TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
   // 5 sequences: one slice per thread; 200 (1,600 tokens): 4 slices of about kSliceTokens, run
   // two after another by each of 2 threads, or all four by one.
   for (int sequences : {5, 200}) {
-  CAPTURE(sequences);
-  const Batch<double> data(sequences);
-  std::vector<double> expected(N::parameter_count, 0.0);
-  N::Workspace ws;
-  const double expected_loss = N::forward(params, data.input(), ws);
-  N::backward(params, expected, ws);
-  const std::vector<float> x1(data.weights.size(), 1.0f);
+    CAPTURE(sequences);
+    const Batch<double> data(sequences);
+    std::vector<double> expected(N::parameter_count, 0.0);
+    N::Workspace ws;
+    const double expected_loss = N::forward(params, data.input(), ws);
+    N::backward(params, expected, ws);
+    const std::vector<float> x1(data.weights.size(), 1.0f);
 
-  for (int threads : {1, 2, 3, 5, 8}) {  // 8 > batch: some threads get no slice
-    CAPTURE(threads);
-    emergent::DataParallelStep<N> step(threads);
-    std::vector<double> grads(N::parameter_count, 123.0);  // run() overwrites
-    const double loss = step.run(params, grads, data.input());
-    CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
-    CHECK(step.weighted_mean(x1) == doctest::Approx(N::weighted_mean(ws, x1)).epsilon(1e-12));
-    CHECK(step.weighted_accuracy(x1) ==
-          doctest::Approx(N::weighted_accuracy(ws, x1)).epsilon(1e-12));
-    double worst = 0;
-    for (std::size_t i = 0; i < grads.size(); ++i)
-      worst = std::max(worst, std::abs(grads[i] - expected[i]));
-    CHECK(worst < 1e-12);
-    std::size_t slices_batch = 0;
-    for (const auto* w : step.workspaces()) slices_batch += w->batch;
-    CHECK(slices_batch == std::size_t(sequences));
-    if (sequences == 200) CHECK(step.workspaces().size() == std::size_t(std::max(threads, 4)));
-  }
+    for (int threads : {1, 2, 3, 5, 8}) {  // 8 > batch: some threads get no slice
+      CAPTURE(threads);
+      emergent::DataParallelStep<N> step(threads);
+      std::vector<double> grads(N::parameter_count, 123.0);  // run() overwrites
+      const double loss = step.run(params, grads, data.input());
+      CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
+      CHECK(step.weighted_mean(x1) == doctest::Approx(N::weighted_mean(ws, x1)).epsilon(1e-12));
+      CHECK(step.weighted_accuracy(x1) ==
+            doctest::Approx(N::weighted_accuracy(ws, x1)).epsilon(1e-12));
+      double worst = 0;
+      for (std::size_t i = 0; i < grads.size(); ++i)
+        worst = std::max(worst, std::abs(grads[i] - expected[i]));
+      CHECK(worst < 1e-12);
+      std::size_t slices_batch = 0;
+      for (const auto* w : step.workspaces()) slices_batch += w->batch;
+      CHECK(slices_batch == std::size_t(sequences));
+      if (sequences == 200) CHECK(step.workspaces().size() == std::size_t(std::max(threads, 4)));
+    }
   }
 }
 

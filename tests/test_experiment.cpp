@@ -264,10 +264,13 @@ TEST_CASE("run ids are stable, differ with any setting and ignore observations")
 }
 
 TEST_CASE("save_attention_at: sorted steps, or one line naming the field") {
-  CHECK(emergent::attention_snapshot_steps("1500,1000", "t") == std::vector<std::int64_t>{1000, 1500});
+  CHECK(emergent::attention_snapshot_steps("1500,1000", "t") ==
+        std::vector<std::int64_t>{1000, 1500});
   CHECK(emergent::attention_snapshot_steps("", "t").empty());
   for (const char* bad : {"10,x", "-5", "1,,2", "1.5"})
-    CHECK(contains(error_of([&] { emergent::resolve_config(json{{"save_attention_at", bad}}, "f.toml"); }),
+    CHECK(contains(error_of([&] {
+                     emergent::resolve_config(json{{"save_attention_at", bad}}, "f.toml");
+                   }),
                    "f.toml: field 'save_attention_at' = \""));
   // An older config.json without the field still loads.
   json older = emergent::to_json(emergent::resolve_config(json::object(), "t"));

@@ -121,6 +121,31 @@ inline void hash_tree(Sha256& hash, const std::filesystem::path& root) {
   }
 }
 
+// The most recently modified file below root.
+inline std::filesystem::path newest_file(const std::filesystem::path& root) {
+  std::filesystem::path newest;
+  std::filesystem::file_time_type time{};
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root))
+    if (entry.is_regular_file() && (newest.empty() || entry.last_write_time() > time))
+      newest = entry.path(), time = entry.last_write_time();
+  return newest;
+}
+
+// A header edited after the build would meet the build's precompiled header and prebuilt
+// program object, both made from the old one (redefinitions, or a program whose two halves
+// disagree): refused, naming the header.
+inline void require_build_newer_than(const std::filesystem::path& source_dir,
+                                     const std::vector<std::string>& objects) {
+  std::filesystem::file_time_type built = std::filesystem::file_time_type::max();
+  for (const std::string& o : objects) built = std::min(built, std::filesystem::last_write_time(o));
+  for (const char* tree : {"include/emergent", "examples/registry"}) {
+    const std::filesystem::path newest = newest_file(source_dir / tree);
+    require(newest.empty() || std::filesystem::last_write_time(newest) <= built, newest.string(),
+            "changed after the program was built; rebuild (make build) before compiling a shape "
+            "that is not prebuilt");
+  }
+}
+
 }  // namespace shape_compiler_detail
 
 // The translation unit that registers (mixer, shape).
@@ -184,6 +209,7 @@ inline std::filesystem::path compiled_shape_program(const std::filesystem::path&
       info.at("program_objects").get<std::vector<std::string>>();
   const std::vector<std::string> link_flags = info.at("link_flags").get<std::vector<std::string>>();
 
+  detail::require_build_newer_than(source_dir, objects);
   const std::string source = shape_source(mixer, shape);
   Sha256 hash;
   hash.update(source);

@@ -1,7 +1,7 @@
-// nn::gemm (the AVX-512 or AVX2 fp32 kernel behind nn/linear.hpp) against a double product, for every
-// way a Linear layer calls it (A and B read by rows or by columns, and B with neither stride 1),
-// shapes that leave partial tiles in every dimension, K longer than one packed block, accumulation
-// into C and the bias.
+// nn::gemm (the AVX-512 or AVX2 fp32 kernel behind nn/linear.hpp) against a double product, for
+// every way a Linear layer calls it (A and B read by rows or by columns, and B with neither stride
+// 1), shapes that leave partial tiles in every dimension, K longer than one packed block,
+// accumulation into C and the bias.
 #include <doctest/doctest.h>
 
 #include <algorithm>

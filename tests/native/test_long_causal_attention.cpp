@@ -105,7 +105,7 @@ TEST_CASE("long causal attention: AVX-512 or AVX2 kernels against a double compu
     check_head<48>(T, true, 0);
     check_head<64>(T, true, 0);
   }
-  check_head<16>(256, true, 1);  // rows not 64-byte aligned: no streaming stores
+  check_head<16>(256, true, 1);       // rows not 64-byte aligned: no streaming stores
   if constexpr (kernel::supports<8>)  // AVX2: d_head of one ymm; 68, 71: 8-key remainders
     for (int T : {65, 68, 71, 96, 129, 256})
       for (bool bias : {false, true}) check_head<8>(T, bias, 0);
@@ -119,7 +119,8 @@ TEST_CASE("mixer suite: DotAttention on the vectorised long path (d_head 16)") {
 }
 
 TEST_CASE(
-    "DotAttention on the vectorised long path with the bias: reference, att, row sums, determinism") {
+    "DotAttention on the vectorised long path with the bias: reference, att, row sums, "
+    "determinism") {
   for (int T : {65, 129, 200, 256}) dot_attention_checks::check_mixer_with_bias<kHead16>(2, T, 0.7);
   dot_attention_checks::check_mixer_with_bias<kHead16>(1, 160,
                                                        30.0);  // near one-hot rows, exp underflow

@@ -1,8 +1,8 @@
 // The register kernels of mixers/short_causal_attention.hpp (one head, T <= 64) against a
 // double computation of the same head written out loop by loop: probabilities (zero above the
 // diagonal), outputs, and the three input gradients, with and without the bias pattern, for
-// every number of key vectors (T = 1..64), d_head 16 and 32 (and 8 on AVX2). (Inside DotAttention they are
-// also covered by the mixer suite's reference and finite-difference checks.)
+// every number of key vectors (T = 1..64), d_head 16 and 32 (and 8 on AVX2). (Inside DotAttention
+// they are also covered by the mixer suite's reference and finite-difference checks.)
 #include <doctest/doctest.h>
 
 #include <emergent/mixers/short_causal_attention.hpp>

@@ -15,8 +15,7 @@
 
 namespace emergent {
 
-inline std::string run_id(nlohmann::json resolved_config,
-                          const std::vector<Parameter>& declared) {
+inline std::string run_id(nlohmann::json resolved_config, const std::vector<Parameter>& declared) {
   for (const Parameter& p : declared)
     if (p.observation) resolved_config.erase(p.name);
   Sha256 hash;

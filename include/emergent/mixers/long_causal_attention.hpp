@@ -57,8 +57,12 @@ namespace detail {
 // dq of the tile) live. AVX2 (16 ymm): fewer rows; at d_head 16 the tile's q and dO are read
 // from L1 as FMA operands.
 template <int Dh>
-inline constexpr int kTileRows = L == 16 ? (Dh == 16 ? 8 : Dh == 32 ? 4 : 2)
-                                         : (Dh == 8 ? 4 : Dh == 16 ? 2 : 1);
+inline constexpr int kTileRows = L == 16 ? (Dh == 16   ? 8
+                                            : Dh == 32 ? 4
+                                                       : 2)
+                                         : (Dh == 8    ? 4
+                                            : Dh == 16 ? 2
+                                                       : 1);
 
 using Scratch = std::vector<float, Eigen::aligned_allocator<float>>;
 
@@ -187,9 +191,8 @@ float exponentiate_row(float* s, int visible, int padded) {
     total = simd::add(total, e);
   }
   if (full < visible) {
-    const simd::Vec e =
-        simd::zero_unless(simd::lanes_below(visible - full),
-                            simd::exp(simd::sub(simd::load(s + R * j), max_all)));
+    const simd::Vec e = simd::zero_unless(simd::lanes_below(visible - full),
+                                          simd::exp(simd::sub(simd::load(s + R * j), max_all)));
     simd::store(s + R * j, e);
     total = simd::add(total, e);
     j += L;
@@ -212,8 +215,7 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
         s = simd::mul(s, scale_v);
         if (bias) {
           const float* pattern = bias + static_cast<std::int64_t>(i0 + r) * T + j;
-          s = simd::fmadd(strength, simd::load_masked(simd::lanes_below(T - j), pattern),
-                              s);
+          s = simd::fmadd(strength, simd::load_masked(simd::lanes_below(T - j), pattern), s);
         }
         simd::store(scores + R * j + L * r, s);
       });
@@ -231,8 +233,7 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
   auto accumulate = [&](int h, const float* e, int j) {
     simd::Vec vj[DV];
 #pragma GCC unroll 4
-    for (int u = 0; u < DV; ++u)
-      vj[u] = simd::load(v + static_cast<std::int64_t>(j) * Dh + L * u);
+    for (int u = 0; u < DV; ++u) vj[u] = simd::load(v + static_cast<std::int64_t>(j) * Dh + L * u);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const simd::Vec er = simd::set1(e[L * r]);
@@ -246,8 +247,7 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
     const float* block = scores + R * jb;
     for (int r = 0; r < R; ++r)
       if (jb <= i0 + r)
-        att.put(i0 + r, jb,
-                simd::mul(simd::load(block + L * r), simd::set1(inverse_sum[r])));
+        att.put(i0 + r, jb, simd::mul(simd::load(block + L * r), simd::set1(inverse_sum[r])));
     att.zeros(zeros_per_block);
     const int count = std::min(L, keys - jb);
     int l = 0;
@@ -259,9 +259,8 @@ void forward_tile(const float* q, const float* kt_packed, const float* v, AttWri
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int u = 0; u < DV; ++u)
-      simd::store(
-          out + (i0 + r) * out_stride + L * u,
-          simd::mul(simd::add(o[0][r][u], o[1][r][u]), simd::set1(inverse_sum[r])));
+      simd::store(out + (i0 + r) * out_stride + L * u,
+                  simd::mul(simd::add(o[0][r][u], o[1][r][u]), simd::set1(inverse_sum[r])));
 }
 
 // Query rows i0 .. i0+R-1 of the backward. scratch [keys/16][2R][16]: dA then dS of row r at
@@ -296,8 +295,8 @@ void backward_tile(const float* q, const float* k, const float* vt_packed, const
     const simd::Vec row_dot = simd::set1(simd::reduce_add(simd::add(dot0, dot1)));
     for (j = 0; j < keys; j += L) {
       float* block = scratch + 2 * R * j;
-      const simd::Vec ds = simd::mul(simd::load(block + L * (R + r)),
-                                      simd::sub(simd::load(block + L * r), row_dot));
+      const simd::Vec ds =
+          simd::mul(simd::load(block + L * (R + r)), simd::sub(simd::load(block + L * r), row_dot));
       simd::store(block + L * r, simd::mul(ds, scale_v));
     }
   }
@@ -324,8 +323,7 @@ void backward_tile(const float* q, const float* k, const float* vt_packed, const
       simd::Vec kj[DV], dkj[DV], dvj[DV];
 #pragma GCC unroll 4
       for (int u = 0; u < DV; ++u)
-        kj[u] = simd::load(k + j * Dh + L * u), dkj[u] = simd::zero(),
-        dvj[u] = simd::zero();
+        kj[u] = simd::load(k + j * Dh + L * u), dkj[u] = simd::zero(), dvj[u] = simd::zero();
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const simd::Vec ds = simd::set1(at[L * r]), p = simd::set1(at[L * (R + r)]);

@@ -83,7 +83,8 @@ void forward(const float* q, const float* kt, const float* v, float* att, float*
     const Vec inverse = simd::set1(1.0f / simd::reduce_add(total));
     float* row = att + static_cast<std::size_t>(i) * T;
 #pragma GCC unroll 8
-    for (int w = 0; w < NV; ++w) simd::store_first(row + L * w, T - L * w, simd::mul(s[w], inverse));
+    for (int w = 0; w < NV; ++w)
+      simd::store_first(row + L * w, T - L * w, simd::mul(s[w], inverse));
     Vec o[DV];
 #pragma GCC unroll 8
     for (int u = 0; u < DV; ++u) o[u] = simd::zero();
@@ -150,17 +151,25 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
 template <class F>
 void with_key_vectors(int T, F&& f) {
   switch ((T + L - 1) / L) {
-    case 1: return f.template operator()<1>();
-    case 2: return f.template operator()<2>();
-    case 3: return f.template operator()<3>();
-    case 4: return f.template operator()<4>();
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
     default:
       if constexpr (L == 8) {
         switch ((T + L - 1) / L) {
-          case 5: return f.template operator()<5>();
-          case 6: return f.template operator()<6>();
-          case 7: return f.template operator()<7>();
-          default: return f.template operator()<8>();
+          case 5:
+            return f.template operator()<5>();
+          case 6:
+            return f.template operator()<6>();
+          case 7:
+            return f.template operator()<7>();
+          default:
+            return f.template operator()<8>();
         }
       } else {
         return f.template operator()<4>();

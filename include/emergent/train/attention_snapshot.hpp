@@ -41,9 +41,9 @@ inline void write_attention_snapshot(const std::filesystem::path& run_dir, std::
   std::error_code error;
   std::filesystem::create_directories(path.parent_path(), error);
   require(!error, path.parent_path().string(), "cannot create (" + error.message() + ")");
-  write_safetensors(path,
-                    {{"attention", {L, H, T, T}, attention, "F16"}, {"target", {T, T}, target, "F16"}},
-                    {{"step", std::to_string(step)}, {"loss", std::to_string(loss)}});
+  write_safetensors(
+      path, {{"attention", {L, H, T, T}, attention, "F16"}, {"target", {T, T}, target, "F16"}},
+      {{"step", std::to_string(step)}, {"loss", std::to_string(loss)}});
 }
 
 }  // namespace emergent
