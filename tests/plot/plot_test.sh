@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/plot.py on a real sweep folder (ctest plot): a tiny sweep with attention snapshots, then
-# every figure kind that it can feed, each a PNG; and `sweep --dry-run` lists without running.
+# and a tiny automaton sweep: every figure kind, each a PNG; and `sweep --dry-run` lists without running.
 #   tests/plot/plot_test.sh path/to/emergent
 set -euo pipefail
 cli=$1
@@ -22,9 +22,15 @@ plot() { /usr/bin/python3 "$root/scripts/plot.py" "$@" --emergent "$cli" > /dev/
 plot sparsity "$dir/sweep" --out "$dir/sparsity.png"
 plot architectures "$dir/sweep" --out "$dir/architectures.png"
 plot width "$dir/sweep" --out "$dir/width.png"
+plot curves "$dir/sweep" --out "$dir/curves.png"
+plot plateau "$dir/sweep" --out "$dir/plateau.png"
 plot depth "$dir/sweep" --out "$dir/depth.png"
 plot attention "$run" --out "$dir/attention.png"
 plot runs "$run" --out "$dir/runs.png"
+"$cli" sweep "$here/tiny_ca.toml" --out "$dir/ca" --quiet 2> /dev/null
+plot factors "$dir/ca" --out "$dir/factors.png"
+plot batch "$dir/ca" --out "$dir/batch.png"
+plot curves "$dir/ca" --out "$dir/ca_curves.png"
 for png in "$dir"/*.png; do
   # a PNG: its signature, and more than a blank canvas
   test "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
