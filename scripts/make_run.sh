@@ -26,4 +26,4 @@ for job in "${jobs[@]}"; do
 done
 echo "make run: $(( $(date +%s) - start )) s for ${#jobs[@]} runs (S=16, s=3, up to $steps steps, bias c=$bias)"
 python3 scripts/summarize_runs.py "$out"/*_seed*
-/usr/bin/python3 scripts/plot.py curves --out "$out/curves.png" "$out"/*_seed* || echo "(plot skipped: matplotlib missing)"
+/usr/bin/python3 scripts/plot.py runs "$out"/*_seed* --out "$out/curves.png" || echo "(plot skipped: matplotlib missing)"
