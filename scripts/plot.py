@@ -236,9 +236,10 @@ def plateau(args):
     finish(fig, args, "Cellular automaton: plateau against S (bold: Kaplan-Meier median; ^ censored)")
 
 
-def per_task_panels(rows, n_rows=1, width=6.0):
+def per_task_panels(rows):
+    """One panel per task of the sweep, the linear map first."""
     tasks = sorted({r["config"]["task"] for r in rows}, key=lambda t: t != "linear-map")
-    fig, axes = plt.subplots(n_rows, len(tasks), figsize=(width * len(tasks), 4.3 * n_rows), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.0 * len(tasks), 4.3), squeeze=False)
     return tasks, fig, axes
 
 

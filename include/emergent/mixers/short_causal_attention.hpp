@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace emergent::short_causal_attention {
 
@@ -146,35 +147,15 @@ void backward(const float* q, const float* k, const float* vt, const float* att,
   }
 }
 
-// ceil(T / L) vectors of keys, a compile-time constant for the kernels: f.template
-// operator()<NV>() for the NV that T needs.
+// ceil(T / L) vectors of keys (1 to kMaxLength / L), a compile-time constant for the kernels:
+// f.template operator()<NV>() for the NV that T needs.
 template <class F>
 void with_key_vectors(int T, F&& f) {
-  switch ((T + L - 1) / L) {
-    case 1:
-      return f.template operator()<1>();
-    case 2:
-      return f.template operator()<2>();
-    case 3:
-      return f.template operator()<3>();
-    case 4:
-      return f.template operator()<4>();
-    default:
-      if constexpr (L == 8) {
-        switch ((T + L - 1) / L) {
-          case 5:
-            return f.template operator()<5>();
-          case 6:
-            return f.template operator()<6>();
-          case 7:
-            return f.template operator()<7>();
-          default:
-            return f.template operator()<8>();
-        }
-      } else {
-        return f.template operator()<4>();
-      }
+  const int needed = std::clamp((T + L - 1) / L, 1, kMaxLength / L);
+  [&]<int... N>(std::integer_sequence<int, N...>) {
+    ((needed == N + 1 && (f.template operator()<N + 1>(), true)) || ...);
   }
+  (std::make_integer_sequence<int, kMaxLength / L>{});
 }
 
 }  // namespace detail
