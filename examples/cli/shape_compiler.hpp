@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -121,29 +122,78 @@ inline void hash_tree(Sha256& hash, const std::filesystem::path& root) {
   }
 }
 
-// The most recently modified file below root.
-inline std::filesystem::path newest_file(const std::filesystem::path& root) {
-  std::filesystem::path newest;
-  std::filesystem::file_time_type time{};
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(root))
-    if (entry.is_regular_file() && (newest.empty() || entry.last_write_time() > time))
-      newest = entry.path(), time = entry.last_write_time();
-  return newest;
+// The files below source_dir that `artifact` was compiled from, read from the compiler's depfile
+// beside it (ARTIFACT.d, relative paths from `directory`); every file below the library's header
+// trees where there is no depfile (a generator that consumes them, such as Ninja).
+inline std::vector<std::filesystem::path> artifact_inputs(const std::filesystem::path& artifact,
+                                                          const std::filesystem::path& directory,
+                                                          const std::filesystem::path& source_dir) {
+  std::vector<std::filesystem::path> inputs;
+  std::filesystem::path depfile = artifact;
+  depfile += ".d";
+  if (!std::filesystem::exists(depfile)) {
+    for (const char* tree : {"include/emergent", "examples/registry"})
+      for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir / tree))
+        if (entry.is_regular_file()) inputs.push_back(entry.path());
+    return inputs;
+  }
+  const std::string text = read_file(depfile);
+  std::string word;
+  bool target_done = false;
+  const std::string root = source_dir.string() + "/";
+  auto finish_word = [&] {
+    if (!target_done) {
+      target_done = !word.empty() && word.back() == ':';
+    } else if (!word.empty()) {
+      const std::filesystem::path input = directory / word;  // an absolute word stays itself
+      if (input.string().starts_with(root)) inputs.push_back(input);
+    }
+    word.clear();
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == ' ') {
+      word += ' ';
+      ++i;
+    } else if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      ++i;
+    } else if (std::isspace(static_cast<unsigned char>(text[i]))) {
+      finish_word();
+    } else {
+      word += text[i];
+    }
+  }
+  finish_word();
+  return inputs;
 }
 
 // A header edited after the build would meet the build's precompiled header and prebuilt
 // program object, both made from the old one (redefinitions, or a program whose two halves
-// disagree): refused, naming the header.
-inline void require_build_newer_than(const std::filesystem::path& source_dir,
-                                     const std::vector<std::string>& objects) {
-  std::filesystem::file_time_type built = std::filesystem::file_time_type::max();
-  for (const std::string& o : objects) built = std::min(built, std::filesystem::last_write_time(o));
-  for (const char* tree : {"include/emergent", "examples/registry"}) {
-    const std::filesystem::path newest = newest_file(source_dir / tree);
-    require(newest.empty() || std::filesystem::last_write_time(newest) <= built, newest.string(),
-            "changed after the program was built; rebuild (make build) before compiling a shape "
-            "that is not prebuilt");
+// disagree): refused, naming the header. Each artifact is compared with the files it was made
+// from, so an edit to a header that neither includes does not count.
+inline void require_built_from_current_sources(
+    const std::filesystem::path& source_dir, const std::filesystem::path& directory,
+    const std::vector<std::filesystem::path>& artifacts) {
+  for (const std::filesystem::path& artifact : artifacts) {
+    const auto built = std::filesystem::last_write_time(artifact);
+    for (const std::filesystem::path& input : artifact_inputs(artifact, directory, source_dir))
+      require(!std::filesystem::exists(input) || std::filesystem::last_write_time(input) <= built,
+              input.string(),
+              "changed after the program was built; rebuild (make build) before compiling a "
+              "shape that is not prebuilt");
   }
+}
+
+// The precompiled header that a compile command's "-include HEADER" uses (HEADER.gch), if any.
+inline std::vector<std::filesystem::path> precompiled_headers(
+    const std::vector<std::string>& flags, const std::filesystem::path& directory) {
+  std::vector<std::filesystem::path> found;
+  for (std::size_t i = 0; i + 1 < flags.size(); ++i)
+    if (flags[i] == "-include") {
+      std::filesystem::path gch = directory / flags[i + 1];
+      gch += ".gch";
+      if (std::filesystem::exists(gch)) found.push_back(gch);
+    }
+  return found;
 }
 
 }  // namespace shape_compiler_detail
@@ -209,7 +259,9 @@ inline std::filesystem::path compiled_shape_program(const std::filesystem::path&
       info.at("program_objects").get<std::vector<std::string>>();
   const std::vector<std::string> link_flags = info.at("link_flags").get<std::vector<std::string>>();
 
-  detail::require_build_newer_than(source_dir, objects);
+  std::vector<std::filesystem::path> artifacts = detail::precompiled_headers(flags, directory);
+  artifacts.insert(artifacts.end(), objects.begin(), objects.end());
+  detail::require_built_from_current_sources(source_dir, directory, artifacts);
   const std::string source = shape_source(mixer, shape);
   Sha256 hash;
   hash.update(source);
