@@ -26,11 +26,12 @@ struct DotAttentionReference {
   int heads;
   ref::Matrix pattern = ref::Matrix();  // [T,T] attention bias pattern, empty for none
   double strength = 0.0;
+  ref::Visibility visible = {};  // causal by default; {false, n} for an encoder
 
   ref::Matrix forward(const ref::MixerParameters& p, const ref::Matrix& x) const {
     const ref::Matrix qkv =
         ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
-    const ref::Matrix o = ref::dot_attention_forward(qkv, heads, pattern, strength).out;
+    const ref::Matrix o = ref::dot_attention_forward(qkv, heads, pattern, strength, visible).out;
     return ref::linear_forward(o, p.at("out.weight"), p.at("out.bias").row(0).transpose());
   }
 
@@ -39,7 +40,8 @@ struct DotAttentionReference {
     ref::MixerGradients g{ref::Matrix(), ref::zeros_like(p)};
     const ref::Matrix qkv =
         ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
-    const ref::DotAttentionOutput att = ref::dot_attention_forward(qkv, heads, pattern, strength);
+    const ref::DotAttentionOutput att =
+        ref::dot_attention_forward(qkv, heads, pattern, strength, visible);
     ref::Vector d_out_bias = ref::Vector::Zero(dy.cols()),
                 d_qkv_bias = ref::Vector::Zero(qkv.cols());
     const ref::Matrix d_o =

@@ -10,7 +10,8 @@
 //   - `init(params, seed, base, layer)`: fills the mixer's Init::custom tensors (MixerWithInit),
 //   - `State`, `initial_state()`, `step(params, x_t, y_t, state)`: token-by-token decoding of one
 //     sequence, equal to the parallel forward (RecurrentMixer),
-//   - `Activations::att` [B, H, T, T]: attention probabilities kept for analysis (KeepsAttention).
+//   - `Activations::att` [B, H, T, T]: attention probabilities kept for analysis (KeepsAttention),
+//   - `causal = false`: the output at t sees the whole sequence (is_causal below).
 // tests/mixer_suite.hpp runs the same checks over every mixer.
 #pragma once
 
@@ -31,7 +32,27 @@ struct MixerContext {
   // Mixers without attention logits ignore it.
   const Real* bias_pattern = nullptr;
   Real bias_strength = 0;
+  // Used by bidirectional mixers (causal ones ignore them):
+  //   lengths [batch]: the real tokens of each sequence; keys at or past a sequence's length are
+  //     padding and get no attention. Null: every sequence is `length` long.
+  //   head_bias_strength [heads]: added to bias_strength per head (a learned per-head slope).
+  //   bias_strength_grad [heads]: where backward accumulates dL/d(strength) of each head, the
+  //     derivative of the loss along adding strength * P to that head's scores (needs the
+  //     pattern, even at strength 0).
+  const int* lengths = nullptr;
+  const Real* head_bias_strength = nullptr;
+  Real* bias_strength_grad = nullptr;
 };
+
+// Whether a mixer's output at t depends on positions after t: a mixer may declare
+// `static constexpr bool causal = false`; otherwise it is causal.
+template <class M>
+constexpr bool is_causal() {
+  if constexpr (requires { M::causal; })
+    return M::causal;
+  else
+    return true;
+}
 
 template <class M, class Real = typename M::Real>
 concept TokenMixer = requires(const Real* params, Real* grads, const Real* x, Real* y,

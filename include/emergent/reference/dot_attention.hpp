@@ -8,7 +8,10 @@
 //   d_v_j       = sum_i att[i,j] d_o_i
 //   d_scores    = att * (d_att - rowsum(att * d_att))        (softmax Jacobian; 0 where masked)
 //   d_q_i       = sum_j d_scores[i,j] k_j / sqrt(dh),   d_k_j = sum_i d_scores[i,j] q_i / sqrt(dh)
-// P and c are constants: no gradient flows to them.
+// P and c are constants of the weights' gradients; dot_attention_bias_gradient gives dL/dc per
+// head, sum_ij d_scores[i,j] P[i,j].
+// Bidirectional attention (an encoder) is the same with every key j < n visible to every query,
+// n the sequence's real length (keys from n on are padding): Visibility{false, n}.
 #pragma once
 
 #include <cmath>
@@ -19,6 +22,13 @@
 
 namespace emergent::reference {
 
+// Which keys query i sees: j <= i (causal), or j < keys (bidirectional; keys < 0: all T).
+struct Visibility {
+  bool causal = true;
+  Index keys = -1;
+  Index end(Index i, Index T) const { return causal ? i + 1 : (keys < 0 ? T : keys); }
+};
+
 struct DotAttentionOutput {
   Matrix out;                         // [T,D], heads concatenated
   std::vector<Matrix> probabilities;  // [H] of [T,T] (query x key), zero above the diagonal
@@ -27,7 +37,8 @@ struct DotAttentionOutput {
 // qkv [T,3D], heads H (D % H == 0), bias_pattern [T,T] (or empty when bias_strength is 0)
 //   -> out [T,D], probabilities [H][T,T]
 inline DotAttentionOutput dot_attention_forward(const Matrix& qkv, int heads,
-                                                const Matrix& bias_pattern, double bias_strength) {
+                                                const Matrix& bias_pattern, double bias_strength,
+                                                Visibility visible = {}) {
   const Index T = qkv.rows(), D = qkv.cols() / 3, H = heads;
   require(qkv.cols() % 3 == 0, "dot_attention_forward", "qkv width is not 3*D");
   require(H >= 1 && D % H == 0, "dot_attention_forward", "d_model is not a multiple of heads");
@@ -47,7 +58,8 @@ inline DotAttentionOutput dot_attention_forward(const Matrix& qkv, int heads,
     for (Index i = 0; i < T; ++i) {
       // scores of the visible keys j <= i; masked ones stay exactly 0 after the softmax
       double max_score = -INFINITY;
-      for (Index j = 0; j <= i; ++j) {
+      const Index end = visible.end(i, T);
+      for (Index j = 0; j < end; ++j) {
         double s = 0;
         for (Index d = 0; d < dh; ++d) s += qkv(i, q0 + d) * qkv(j, k0 + d);
         s = s * scale + (biased ? bias_strength * bias_pattern(i, j) : 0.0);
@@ -55,16 +67,36 @@ inline DotAttentionOutput dot_attention_forward(const Matrix& qkv, int heads,
         if (s > max_score) max_score = s;
       }
       double sum = 0;
-      for (Index j = 0; j <= i; ++j) {
+      for (Index j = 0; j < end; ++j) {
         att(i, j) = std::exp(att(i, j) - max_score);
         sum += att(i, j);
       }
-      for (Index j = 0; j <= i; ++j) att(i, j) /= sum;
-      for (Index j = 0; j <= i; ++j)
+      for (Index j = 0; j < end; ++j) att(i, j) /= sum;
+      for (Index j = 0; j < end; ++j)
         for (Index d = 0; d < dh; ++d) result.out(i, h * dh + d) += att(i, j) * qkv(j, v0 + d);
     }
   }
   return result;
+}
+
+// The gradient of the scores of head h: d_scores[i,j] = att * (d_att - rowsum(att * d_att)), with
+// d_att[i,j] = d_o_i . v_j; zero wherever att is (masked keys).
+inline Matrix dot_attention_score_gradient(const Matrix& d_out, const Matrix& qkv, int heads,
+                                           const Matrix& att, Index h) {
+  const Index T = qkv.rows(), D = qkv.cols() / 3, dh = D / heads;
+  const Index v0 = 2 * D + h * dh, o0 = h * dh;
+  Matrix d_scores = Matrix::Zero(T, T);
+  for (Index i = 0; i < T; ++i) {
+    double weighted = 0;  // sum_j att[i,j] d_att[i,j]
+    for (Index j = 0; j < T; ++j) {
+      double s = 0;
+      for (Index d = 0; d < dh; ++d) s += d_out(i, o0 + d) * qkv(j, v0 + d);
+      d_scores(i, j) = s;
+      weighted += att(i, j) * s;
+    }
+    for (Index j = 0; j < T; ++j) d_scores(i, j) = att(i, j) * (d_scores(i, j) - weighted);
+  }
+  return d_scores;
 }
 
 // d_out [T,D], qkv [T,3D], heads H, probabilities [H][T,T] from the forward -> d_qkv [T,3D]
@@ -80,29 +112,32 @@ inline Matrix dot_attention_backward(const Matrix& d_out, const Matrix& qkv, int
   for (Index h = 0; h < H; ++h) {
     const Index q0 = h * dh, k0 = D + h * dh, v0 = 2 * D + h * dh, o0 = h * dh;
     const Matrix& att = probabilities[static_cast<std::size_t>(h)];
-    for (Index i = 0; i < T; ++i) {
-      // d_att[i,j] = d_o_i . v_j, and d_v_j += att[i,j] d_o_i
-      std::vector<double> d_att(static_cast<std::size_t>(i + 1), 0.0);
-      for (Index j = 0; j <= i; ++j) {
-        double s = 0;
+    const Matrix d_scores = dot_attention_score_gradient(d_out, qkv, heads, att, h);
+    for (Index i = 0; i < T; ++i)
+      for (Index j = 0; j < T; ++j)
         for (Index d = 0; d < dh; ++d) {
-          s += d_out(i, o0 + d) * qkv(j, v0 + d);
           d_qkv(j, v0 + d) += att(i, j) * d_out(i, o0 + d);
+          d_qkv(i, q0 + d) += d_scores(i, j) * qkv(j, k0 + d) * scale;
+          d_qkv(j, k0 + d) += d_scores(i, j) * qkv(i, q0 + d) * scale;
         }
-        d_att[static_cast<std::size_t>(j)] = s;
-      }
-      double weighted = 0;  // sum_j att[i,j] d_att[i,j]
-      for (Index j = 0; j <= i; ++j) weighted += att(i, j) * d_att[static_cast<std::size_t>(j)];
-      for (Index j = 0; j <= i; ++j) {
-        const double d_score = att(i, j) * (d_att[static_cast<std::size_t>(j)] - weighted);
-        for (Index d = 0; d < dh; ++d) {
-          d_qkv(i, q0 + d) += d_score * qkv(j, k0 + d) * scale;
-          d_qkv(j, k0 + d) += d_score * qkv(i, q0 + d) * scale;
-        }
-      }
-    }
   }
   return d_qkv;
+}
+
+// dL/dc_h = sum_ij d_scores[i,j] P[i,j] per head: the derivative of the loss along adding c P to
+// head h's scores.
+inline std::vector<double> dot_attention_bias_gradient(const Matrix& d_out, const Matrix& qkv,
+                                                       int heads,
+                                                       const std::vector<Matrix>& probabilities,
+                                                       const Matrix& bias_pattern) {
+  std::vector<double> grad(static_cast<std::size_t>(heads), 0.0);
+  for (Index h = 0; h < heads; ++h)
+    grad[static_cast<std::size_t>(h)] =
+        dot_attention_score_gradient(d_out, qkv, heads, probabilities[static_cast<std::size_t>(h)],
+                                     h)
+            .cwiseProduct(bias_pattern)
+            .sum();
+  return grad;
 }
 
 }  // namespace emergent::reference

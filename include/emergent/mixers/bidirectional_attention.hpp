@@ -1,0 +1,181 @@
+// Multi-head dot-product attention without the causal mask, the token mixer of an encoder (the
+// self-pretraining study, research/paper-spt.md): every query sees every real key of its
+// sequence. The same parameters, names and init as DotAttention, so that a causal and a
+// bidirectional model share checkpoints tensor by tensor.
+//
+//   qkv    = x W_qkv^T + b_qkv                     x [B,T,D] -> q, k, v [B,T,D] each
+//   per head h (d_head = D / H columns of q, k and v), n = the sequence's real length:
+//     S_ij = q_i . k_j / sqrt(d_head) + c_h P_ij   j < n   (-inf for padding keys j >= n)
+//     A_i  = softmax_j(S_i)                        att [B,H,T,T], kept for analysis
+//     o_i  = sum_j A_ij v_j
+//   y      = concat_h(o) W_out^T + b_out
+// with c_h = bias_strength + head_bias_strength[h] (MixerContext). Padding queries (i >= n) are
+// computed like the others; nothing real reads them, so their gradient is whatever flows in.
+//
+// Backward (per head): dV = A^T dO, dA = dO V^T, G = A * (dA - rowsum(A * dA)) (dL/dS),
+// dQ = G K / sqrt(d_head), dK = G^T Q / sqrt(d_head), and dL/dc_h = sum_ij G_ij P_ij, the
+// directional derivative of the loss along the bias pattern (bias_strength_grad).
+//
+// Each (sequence, head) is a few small GEMMs through Eigen on contiguous copies of the head's
+// q, k, v: the sequences this mixer is for (ListOps, 100 to 2,000 tokens) are long enough for
+// them, and unlike causal training nothing here has been tuned yet.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+#include "../core/layout.hpp"
+#include "../core/parallel.hpp"
+#include "../core/shape.hpp"
+#include "../nn/linear.hpp"
+#include "attention_head_split.hpp"
+#include "mixer.hpp"
+
+namespace emergent {
+
+template <Shape S, class RealT = float>
+class BidirectionalAttention {
+ public:
+  using Real = RealT;
+  static constexpr std::string_view name = "bidirectional_attention";
+  static constexpr bool causal = false;
+  static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
+
+  static constexpr auto layout = layout_of(std::array{
+      TensorSpec{"qkv.weight", 3 * D, D, true},
+      TensorSpec{"qkv.bias", 0, 3 * D, false, Init::linear, D},
+      TensorSpec{"out.weight", D, D, true},
+      TensorSpec{"out.bias", 0, D, false, Init::linear, D},
+  });
+  static constexpr std::size_t qkv_weight = offset_of(layout, "qkv.weight");
+  static constexpr std::size_t qkv_bias = offset_of(layout, "qkv.bias");
+  static constexpr std::size_t out_weight = offset_of(layout, "out.weight");
+  static constexpr std::size_t out_bias = offset_of(layout, "out.bias");
+
+  struct Activations {
+    Real* qkv = nullptr;       // [B*T, 3D]
+    Real* q = nullptr;         // [B, H, T, d_head]
+    Real* k = nullptr;         // [B, H, T, d_head]
+    Real* v = nullptr;         // [B, H, T, d_head]
+    Real* att = nullptr;       // [B, H, T, T] probabilities (zero at padding keys)
+    Real* heads = nullptr;     // [B*T, D] concatenated head outputs
+    Real* d_heads = nullptr;   // [B*T, D]
+    Real* d_qkv = nullptr;     // [B*T, 3D]
+    Real* d_q = nullptr;       // [B, H, T, d_head]
+    Real* d_k = nullptr;
+    Real* d_v = nullptr;
+    Real* d_scores = nullptr;  // [B, H, T, T] backward scratch
+    Real* bias_grad = nullptr;  // [B, H] per (sequence, head), summed in a fixed order
+  };
+
+  static void carve(Arena<Real>& arena, Activations& acts, int batch, int length) {
+    const std::size_t tokens = static_cast<std::size_t>(batch) * length;
+    const std::size_t maps = static_cast<std::size_t>(batch) * H * length * length;
+    acts.qkv = arena.take(tokens * 3 * D);
+    acts.q = arena.take(tokens * D);
+    acts.k = arena.take(tokens * D);
+    acts.v = arena.take(tokens * D);
+    acts.att = arena.take(maps);
+    acts.heads = arena.take(tokens * D);
+    acts.d_heads = arena.take(tokens * D);
+    acts.d_qkv = arena.take(tokens * 3 * D);
+    acts.d_q = arena.take(tokens * D);
+    acts.d_k = arena.take(tokens * D);
+    acts.d_v = arena.take(tokens * D);
+    acts.d_scores = arena.take(maps);
+    acts.bias_grad = arena.take(static_cast<std::size_t>(batch) * H);
+  }
+
+  static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
+                      const MixerContext<Real>& ctx) {
+    const int B = ctx.batch, T = ctx.length;
+    nn::linear_forward(acts.qkv, x, params + qkv_weight, params + qkv_bias, B * T, D, 3 * D);
+    const Real scale = Real(1) / std::sqrt(Real(Dh));
+    parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
+      const std::int64_t b = bh / H;
+      const int h = static_cast<int>(bh % H);
+      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
+      attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head,
+                                   acts.v + head, static_cast<Real*>(nullptr),
+                                   static_cast<Real*>(nullptr));
+      const int n = real_length(ctx, b);
+      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
+      HeadMap A(acts.att + static_cast<std::size_t>(bh) * T * T, T, T);
+      A.noalias() = Q * K.transpose();
+      A *= scale;
+      const Real strength = head_strength(ctx, h);
+      if (ctx.bias_pattern && strength != Real(0))
+        A += strength * ConstHeadMap(ctx.bias_pattern, T, T);
+      A.rightCols(T - n).setZero();
+      auto visible = A.leftCols(n).array();
+      visible.colwise() -= visible.rowwise().maxCoeff();
+      visible = visible.exp();
+      visible.colwise() /= visible.rowwise().sum();
+      StridedHeadMap O(acts.heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
+      O.noalias() = A.leftCols(n) * V.topRows(n);
+    });
+    nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
+  }
+
+  static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
+                       Activations& acts, const MixerContext<Real>& ctx) {
+    const int B = ctx.batch, T = ctx.length;
+    nn::linear_backward(acts.d_heads, grads + out_weight, grads + out_bias, dy, acts.heads,
+                        params + out_weight, B * T, D, D);
+    const Real scale = Real(1) / std::sqrt(Real(Dh));
+    parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
+      const std::int64_t b = bh / H;
+      const int h = static_cast<int>(bh % H);
+      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
+      const int n = real_length(ctx, b);
+      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
+      const ConstHeadMap A(acts.att + static_cast<std::size_t>(bh) * T * T, T, T);
+      const ConstStridedHeadMap dO(acts.d_heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
+      HeadMap dQ(acts.d_q + head, T, Dh), dK(acts.d_k + head, T, Dh), dV(acts.d_v + head, T, Dh);
+      HeadMap G(acts.d_scores + static_cast<std::size_t>(bh) * T * T, T, T);
+      auto g = G.leftCols(n);
+      g.noalias() = dO * V.topRows(n).transpose();  // dA
+      const auto a = A.leftCols(n).array();
+      const Eigen::Matrix<Real, Eigen::Dynamic, 1> row_dot = (a * g.array()).rowwise().sum();
+      g.array() = a * (g.array().colwise() - row_dot.array());
+      acts.bias_grad[bh] =
+          ctx.bias_pattern && ctx.bias_strength_grad
+              ? (g.array() * ConstHeadMap(ctx.bias_pattern, T, T).leftCols(n).array()).sum()
+              : Real(0);
+      dV.setZero();
+      dV.topRows(n).noalias() = A.leftCols(n).transpose() * dO;
+      dQ.noalias() = scale * (g * K.topRows(n));
+      dK.setZero();
+      dK.topRows(n).noalias() = scale * (g.transpose() * Q);
+      attention_head::merge_gradients<D, Dh>(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head,
+                                             acts.d_k + head, acts.d_v + head);
+    });
+    if (ctx.bias_pattern && ctx.bias_strength_grad)
+      for (int h = 0; h < H; ++h)
+        for (int b = 0; b < B; ++b) ctx.bias_strength_grad[h] += acts.bias_grad[b * H + h];
+    nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
+                        params + qkv_weight, B * T, D, 3 * D);
+  }
+
+ private:
+  using RowMatrix = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::Stride<Eigen::Dynamic, 1>;
+  using HeadMap = Eigen::Map<RowMatrix>;
+  using ConstHeadMap = Eigen::Map<const RowMatrix>;
+  using StridedHeadMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Stride>;
+  using ConstStridedHeadMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Stride>;
+
+  static int real_length(const MixerContext<Real>& ctx, std::int64_t b) {
+    return ctx.lengths ? std::clamp(ctx.lengths[b], 1, ctx.length) : ctx.length;
+  }
+  static Real head_strength(const MixerContext<Real>& ctx, int h) {
+    return ctx.bias_strength + (ctx.head_bias_strength ? ctx.head_bias_strength[h] : Real(0));
+  }
+};
+
+}  // namespace emergent
