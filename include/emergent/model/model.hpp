@@ -48,6 +48,59 @@ struct ParameterTensor {
   int fan_in = 0;  // of Init::linear
 };
 
+// The tensors of `layout` with `prefix` on their names, placed at `base` of the whole buffer.
+template <class Layout>
+void append_tensors(std::vector<ParameterTensor>& out, const Layout& layout,
+                    const std::string& prefix, std::size_t base) {
+  for (std::size_t i = 0; i < layout.count; ++i) {
+    const TensorSpec& spec = layout.specs[i];
+    ParameterTensor t;
+    t.name = prefix + std::string(spec.name);
+    t.offset = base + layout.offsets[i];
+    t.shape = spec.rows == 0 ? std::vector<std::int64_t>{spec.cols}
+                             : std::vector<std::int64_t>{spec.rows, spec.cols};
+    t.size = spec.size();
+    t.weight_decay = spec.weight_decay;
+    t.init = spec.init;
+    t.fan_in = spec.init_fan_in();
+    out.push_back(std::move(t));
+  }
+}
+
+// PyTorch's default initialisation (docs/model.md), so that runs compare with PyTorch
+// reimplementations of the paper: each tensor as its TensorSpec::init says (Linear weight and
+// bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), embeddings ~ N(0, 1), LayerNorm 1/0, custom 0 for
+// the owner to fill). Draws come from Philox streams of `seed`, indexed by position in the
+// buffer, so an init is the same on every machine and thread count.
+template <class Real>
+void init_parameter_tensors(std::span<Real> params, const std::vector<ParameterTensor>& tensors,
+                            std::uint64_t seed) {
+  std::fill(params.begin(), params.end(), Real(0));
+  const PhiloxStream uniform(seed, stream_id_from_name("model.init.uniform"));
+  const PhiloxStream normal(seed, stream_id_from_name("model.init.normal"));
+  for (const ParameterTensor& t : tensors) {
+    const double bound = t.init == Init::linear ? 1.0 / std::sqrt(double(t.fan_in)) : 0.0;
+    for (std::size_t i = 0; i < t.size; ++i) {
+      const std::size_t index = t.offset + i;
+      switch (t.init) {
+        case Init::linear:
+          params[index] = Real(bound * (2.0 * uniform.uniform(index) - 1.0));
+          break;
+        case Init::normal:
+          params[index] = Real(normal.normal(index));
+          break;
+        case Init::ones:
+          params[index] = Real(1);
+          break;
+        case Init::zeros:
+        case Init::custom:
+          params[index] = Real(0);
+          break;
+      }
+    }
+  }
+}
+
 // What a forward pass is asked to do; spans must outlive the backward pass.
 struct ForwardInput {
   int batch = 0;
@@ -129,64 +182,23 @@ class Model {
   // Every tensor with its full name, in buffer order (docs/model.md).
   static std::vector<ParameterTensor> tensors() {
     std::vector<ParameterTensor> out;
-    auto add = [&out](const auto& layout, const std::string& prefix, std::size_t base) {
-      for (std::size_t i = 0; i < layout.count; ++i) {
-        const TensorSpec& spec = layout.specs[i];
-        ParameterTensor t;
-        t.name = prefix + std::string(spec.name);
-        t.offset = base + layout.offsets[i];
-        t.shape = spec.rows == 0 ? std::vector<std::int64_t>{spec.cols}
-                                 : std::vector<std::int64_t>{spec.rows, spec.cols};
-        t.size = spec.size();
-        t.weight_decay = spec.weight_decay;
-        t.init = spec.init;
-        t.fan_in = spec.init_fan_in();
-        out.push_back(std::move(t));
-      }
-    };
-    add(embedding_layout, "", 0);
+    append_tensors(out, embedding_layout, "", 0);
     for (int l = 0; l < L; ++l) {
       const std::string prefix = "layers." + std::to_string(l) + ".";
-      add(norm1_layout, prefix, layer_offset(l));
-      add(Mixer::layout, prefix + "mixer.", mixer_offset(l));
-      add(norm2_layout, prefix, norm2_offset(l));
-      add(Channel::layout, prefix + "mlp.", channel_offset(l));
+      append_tensors(out, norm1_layout, prefix, layer_offset(l));
+      append_tensors(out, Mixer::layout, prefix + "mixer.", mixer_offset(l));
+      append_tensors(out, norm2_layout, prefix, norm2_offset(l));
+      append_tensors(out, Channel::layout, prefix + "mlp.", channel_offset(l));
     }
-    add(final_layout, "", final_offset);
+    append_tensors(out, final_layout, "", final_offset);
     return out;
   }
 
-  // PyTorch's default initialisation (docs/model.md), so that runs compare with PyTorch
-  // reimplementations of the paper: each tensor as its TensorSpec::init says (Linear weight and
-  // bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), embeddings ~ N(0, 1), LayerNorm 1/0), then the
-  // mixer's own `init` for its Init::custom tensors. Draws come from Philox streams of `seed`,
-  // indexed by position in the buffer, so an init is the same on every machine and thread count.
+  // PyTorch's default initialisation (docs/model.md, init_parameter_tensors), then the mixer's
+  // own `init` for its Init::custom tensors.
   static void init(std::span<Real> params, std::uint64_t seed) {
     require(params.size() == parameter_count, "Model::init", "parameter buffer has the wrong size");
-    std::fill(params.begin(), params.end(), Real(0));
-    const PhiloxStream uniform(seed, stream_id_from_name("model.init.uniform"));
-    const PhiloxStream normal(seed, stream_id_from_name("model.init.normal"));
-    for (const ParameterTensor& t : tensors()) {
-      const double bound = t.init == Init::linear ? 1.0 / std::sqrt(double(t.fan_in)) : 0.0;
-      for (std::size_t i = 0; i < t.size; ++i) {
-        const std::size_t index = t.offset + i;
-        switch (t.init) {
-          case Init::linear:
-            params[index] = Real(bound * (2.0 * uniform.uniform(index) - 1.0));
-            break;
-          case Init::normal:
-            params[index] = Real(normal.normal(index));
-            break;
-          case Init::ones:
-            params[index] = Real(1);
-            break;
-          case Init::zeros:
-          case Init::custom:
-            params[index] = Real(0);
-            break;
-        }
-      }
-    }
+    init_parameter_tensors(params, tensors(), seed);
     if constexpr (MixerWithInit<Mixer, Real>)
       for (int l = 0; l < L; ++l)
         Mixer::init(params.data() + mixer_offset(l), seed, mixer_offset(l), l);
