@@ -3,6 +3,8 @@
 //   emergent eval --checkpoint runs/NAME/step_010000.safetensors [--batch 256] [--write-batch F]
 //   emergent sweep FILE --out DIR [--jobs N] [--shard I/N]     (cli/sweep_commands.hpp)
 //   emergent sweep status|collect|summarize DIR ...
+//   emergent spt --pretrain-steps 2000 --steps 4000 --out runs/NAME (cli/spt_commands.hpp)
+//   emergent listops --min-length 100 --max-length 500 --count 10
 //   emergent shapes
 //   emergent pythia curve | emergence | patch ...              (pythia_commands.hpp)
 #include <CLI/CLI.hpp>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/spt_commands.hpp"
 #include "cli/sweep_commands.hpp"
 #include "cli/train_commands.hpp"
 #include "pythia_commands.hpp"
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   const emergent::cli::SweepCommands sweep(app);
   app.add_subcommand("shapes", "list the prebuilt shapes (others are compiled on demand)");
   const emergent::cli::PythiaCommands pythia(app);
+  const emergent::cli::SelfPretrainingCommands spt(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -37,6 +41,8 @@ int main(int argc, char** argv) {
       return sweep.run();
     } else if (pythia.selected()) {
       pythia.run();
+    } else if (spt.selected()) {
+      spt.run();
     } else {
       for (const auto& e : emergent::cli::shape_registry())
         std::printf("%s  (%zu parameters)\n", emergent::cli::describe(e.mixer, e.shape).c_str(),

@@ -35,6 +35,7 @@
 #include <emergent/io/text_file.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/run_lock.hpp>
+#include <emergent/train/self_pretraining.hpp>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -47,6 +48,11 @@
 #include "train_commands.hpp"
 
 namespace emergent::cli {
+
+// Runs of the self-pretraining study name task "listops" and run as `emergent spt`.
+inline bool is_self_pretraining(const nlohmann::json& settings) {
+  return settings.contains("task") && settings["task"] == "listops";
+}
 
 struct PlannedRun {
   std::string id, label;
@@ -69,10 +75,18 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     for (const auto& [key, value] : r.settings.items())
       if (seen[key].size() > 1 || runs.size() == 1)
         label += (label.empty() ? "" : " ") + key + "=" + value.dump();
-    TrainConfig c = resolve_config(settings, r.origin + ", run {" + label + "}");
-    resolve_max_len(c);
-    const nlohmann::json config = to_json(c);
-    const std::string id = run_id(config, declared_parameters(c.task));
+    const std::string where = r.origin + ", run {" + label + "}";
+    nlohmann::json config;
+    std::string id;
+    if (is_self_pretraining(settings)) {  // `emergent spt` runs (train/self_pretraining.hpp)
+      config = resolve_self_pretraining(settings, where).json();
+      id = run_id(config, self_pretraining_parameters());
+    } else {
+      TrainConfig c = resolve_config(settings, where);
+      resolve_max_len(c);
+      config = to_json(c);
+      id = run_id(config, declared_parameters(c.task));
+    }
     require(ids.insert(id).second, r.origin, "run {" + label + "} appears twice in the sweep");
     planned.push_back({id, label, config});
   }
@@ -277,7 +291,8 @@ class SweepCommands {
       write_text_atomically(run_dir / "config.json", r.config.dump(2) + "\n");
     const std::string config = (run_dir / "config.json").string(), out = run_dir.string(),
                       log = (run_dir / "train.log").string();
-    const char* argv[] = {self,    "train",     "--config", config.c_str(),
+    const char* command = is_self_pretraining(r.config) ? "spt" : "train";
+    const char* argv[] = {self,    command,     "--config", config.c_str(),
                           "--out", out.c_str(), "--quiet",  nullptr};
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();

@@ -193,7 +193,9 @@ class Encoder {
     Real *token_logits = nullptr, *token_probs = nullptr;                     // [B*T, V]
     Real *d_residual = nullptr, *d_norm = nullptr, *d_pooled = nullptr;
     Real *d_class_logits = nullptr, *d_token_logits = nullptr;
-    Real* bias_pattern = nullptr;  // [T, T]
+    Real* d_from_head = nullptr;     // [B*T, D] the reconstruction head's part of d_norm
+    Real* d_position_unused = nullptr;  // [T, D] where fixed positions' gradient goes
+    Real* bias_pattern = nullptr;    // [T, T]
     std::vector<std::int32_t> tokens, labels, originals;
     std::vector<int> lengths;
     bool has_pattern = false;
@@ -251,6 +253,8 @@ class Encoder {
       d_pooled = arena_.take(static_cast<std::size_t>(batch) * D);
       d_class_logits = arena_.take(static_cast<std::size_t>(batch) * C);
       d_token_logits = arena_.take(N * V);
+      d_from_head = arena_.take(N * D);
+      d_position_unused = arena_.take(static_cast<std::size_t>(length) * D);
       bias_pattern = arena_.take(static_cast<std::size_t>(length) * length);
     }
     Arena<Real> arena_;
@@ -408,10 +412,9 @@ class Encoder {
         for (int v = 0; v < V; ++v) d[v] = prob[v] * scale;
         d[ws.originals[n]] -= scale;
       }
-      std::vector<Real> d_from_head(N * D);
-      nn::linear_backward<Real>(d_from_head.data(), g + head_w, g + head_b, ws.d_token_logits,
+      nn::linear_backward<Real>(ws.d_from_head, g + head_w, g + head_b, ws.d_token_logits,
                                 ws.final_norm, p + head_w, static_cast<int>(N), D, V);
-      add_into(ws.d_norm, d_from_head.data(), N * D);
+      add_into(ws.d_norm, ws.d_from_head, N * D);
     }
     std::fill(ws.d_residual, ws.d_residual + N * D, Real(0));
     nn::layernorm_backward(ws.d_residual, g + lnf_w, g + lnf_b, ws.d_norm, ws.residual[L],
@@ -433,12 +436,8 @@ class Encoder {
       nn::layernorm_backward(ws.d_residual, gl + ln1_w, gl + ln1_b, ws.d_norm, ws.residual[l],
                              a.norm1_mean, a.norm1_rstd, pl + ln1_w, static_cast<int>(N), D);
     }
-    if (train_positions) {
-      nn::embedding_backward(g + tok, g + pos, ws.d_residual, ws.tokens.data(), B, T, D);
-    } else {
-      std::vector<Real> unused(static_cast<std::size_t>(T) * D, Real(0));
-      nn::embedding_backward(g + tok, unused.data(), ws.d_residual, ws.tokens.data(), B, T, D);
-    }
+    nn::embedding_backward(g + tok, train_positions ? g + pos : ws.d_position_unused,
+                           ws.d_residual, ws.tokens.data(), B, T, D);
   }
 
  private:

@@ -1,0 +1,570 @@
+// A run of the self-pretraining study (research/paper-spt.md): an Encoder on ListOps, trained
+// for `steps` updates in two stages,
+//   steps [0, pretrain_steps)      masked reconstruction on the training set's own inputs
+//                                  (i.i.d. mask_rate of the real tokens replaced by <mask>, the
+//                                  loss on the masked positions only), lr pretrain_lr;
+//   steps [pretrain_steps, steps)  label supervision (cross-entropy of the class), lr lr, with
+//                                  fresh AdamW moments (Amos et al. fine-tune as a new run),
+// so that supervised-only (pretrain_steps = 0) and SPT have the same total budget. Variations:
+//   warm_start + take    start from another run's checkpoint: every tensor ("all"), only the
+//                        query and key projections ("qk": rows 0..2D of each qkv weight and
+//                        bias), or everything else ("all_but_qk"), the rest from `seed`;
+//   proximity_bias c     a fixed bias c f(j - i) on every attention score, f(o) = -|o|;
+//   learn_slopes         a learned per-head slope on the same profile (starting at 0).
+//
+// The data are fixed sets: train_examples and test_examples ListOps examples of data_seed (the
+// same for every seed); a step's batch is `batch` examples of the training set drawn by
+// (seed, step). Every eval_every steps a metrics.jsonl row holds train and test accuracy and
+// losses on eval_examples of each set, the reconstruction loss of the test set under a fixed
+// mask, the proximity report (analysis/proximity.hpp) of the first 32 test examples, and the
+// blindness measurement on the same batch: the derivative of the label loss and of the
+// reconstruction loss along adding a f(j - i) to each head's scores, at the current weights
+// (d_label_d_proximity, d_reconstruction_d_proximity, [layer][head]).
+//
+// The run folder is the trainer's: config.json (every setting, flat), metrics.jsonl,
+// step_N.safetensors checkpoints (parameters and AdamW moments) and summary.json. A killed run
+// resumes from its latest checkpoint; a folder holding another configuration is refused.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../analysis/proximity.hpp"
+#include "../core/error.hpp"
+#include "../core/parallel.hpp"
+#include "../core/philox.hpp"
+#include "../experiment/parameters.hpp"
+#include "../io/safetensors.hpp"
+#include "../io/text_file.hpp"
+#include "../model/encoder.hpp"
+#include "../optim/adamw.hpp"
+#include "../optim/schedule.hpp"
+#include "../tasks/listops.hpp"
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "run_lock.hpp"
+
+namespace emergent {
+
+// Every setting of a self-pretraining run, declared once: config.json keys, CLI flags, sweep
+// axes. The ListOps bounds default to a CPU-sized task (lengths 100-500; LRA's are 500-2,000).
+inline const std::vector<Parameter>& self_pretraining_parameters() {
+  static const std::vector<Parameter> parameters = [] {
+    std::vector<Parameter> p = {
+        text("task", "listops", {"listops"}, "the task (self-pretraining runs are on ListOps)")};
+    for (const Parameter& q : ListOps::parameters()) p.push_back(q);
+    for (Parameter& q : p) {
+      if (q.name == "min_length") q.default_value = 100;
+      if (q.name == "max_length") q.default_value = 500;
+    }
+    const std::vector<Parameter> rest = {
+        integer("data_seed", 0, between(0, 4e18),
+                "draws the train and test sets (the same for every seed)"),
+        integer("train_examples", 10000, at_least(1), "size of the training set"),
+        integer("test_examples", 1000, at_least(1), "size of the test set"),
+        integer("eval_examples", 500, at_least(1),
+                "examples of each set evaluated per metrics row"),
+        integer("d_model", 64, at_least(1), "residual width D"),
+        integer("heads", 4, at_least(1), "attention heads"),
+        integer("layers", 2, at_least(1), "encoder layers"),
+        integer("d_ff", 128, at_least(1), "MLP hidden width"),
+        integer("max_len", 512, at_least(1), "positions of the model (> max_length - 1)"),
+        text("positions", "sinusoidal", {"sinusoidal", "learned"},
+             "absolute positions: fixed sinusoids or a learned table"),
+        integer("seed", 0, between(0, 4e18), "init, batches and masks"),
+        integer("steps", 4000, at_least(1), "total updates (both stages)"),
+        integer("pretrain_steps", 0, at_least(0),
+                "updates of masked reconstruction first (0: supervised only)"),
+        integer("batch", 32, at_least(1), "sequences per update"),
+        real("pretrain_lr", 1e-3, above(0), "peak lr of the reconstruction stage"),
+        real("lr", 5e-4, above(0), "peak lr of the label stage"),
+        integer("warmup_steps", 100, at_least(0), "linear warmup at the start of each stage"),
+        real("weight_decay", 0.01, at_least(0), "AdamW decoupled weight decay (matrices)"),
+        real("max_grad_norm", 1.0, at_least(0), "global gradient-norm clip (0: off)"),
+        real("mask_rate", 0.1, between(0, 1), "share of real tokens masked (Amos et al.: 10%)"),
+        text("warm_start", "", {}, "checkpoint (.safetensors) to start from (\"\": none)"),
+        text("take", "all", {"all", "qk", "all_but_qk"},
+             "tensors taken from warm_start: all, the query-key projections, or all but them"),
+        real("proximity_bias", 0, Range{}, "fixed bias c f(j - i) on every score, f(o) = -|o|"),
+        integer("learn_slopes", 0, between(0, 1), "1: a learned per-head slope on f (from 0)"),
+        integer("eval_every", 100, at_least(1), "steps between metrics rows"),
+        integer("checkpoint_every", 500, at_least(1), "steps between checkpoints"),
+        integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)"),
+    };
+    p.insert(p.end(), rest.begin(), rest.end());
+    return p;
+  }();
+  return parameters;
+}
+
+// A config from a flat object of declared names, checked (names the field at fault).
+inline ParameterValues resolve_self_pretraining(const nlohmann::json& given,
+                                                const std::string& where) {
+  require(given.is_object(), where, "expected a JSON object of settings");
+  const std::vector<Parameter>& declared = self_pretraining_parameters();
+  for (const auto& [key, value] : given.items())
+    require(find_parameter(declared, key) != nullptr, where,
+            "unknown field '" + key + "' (self-pretraining takes: " + parameter_names(declared) +
+                ")");
+  const ParameterValues v(declared, given, where);
+  ListOps(int(v.integer("min_length")), int(v.integer("max_length")),
+          int(v.integer("max_depth")), int(v.integer("max_args")));  // checks the bounds
+  require(v.integer("max_len") >= v.integer("max_length") - 1, where,
+          "field 'max_len' = " + std::to_string(v.integer("max_len")) +
+              " is not allowed: sequences up to max_length - 1 = " +
+              std::to_string(v.integer("max_length") - 1) + " tokens need max_len >= that");
+  require(v.integer("pretrain_steps") <= v.integer("steps"), where,
+          "field 'pretrain_steps' = " + std::to_string(v.integer("pretrain_steps")) +
+              " is not allowed: at most steps = " + std::to_string(v.integer("steps")));
+  require(v.integer("d_model") % v.integer("heads") == 0, where,
+          "field 'heads' = " + std::to_string(v.integer("heads")) +
+              " is not allowed: it must divide d_model = " + std::to_string(v.integer("d_model")));
+  require(v.text("take") == "all" || !v.text("warm_start").empty(), where,
+          "field 'take' = \"" + v.text("take") + "\" needs a warm_start checkpoint");
+  return v;
+}
+
+// The proximity profile f(j - i) = -|j - i| as a [T, T] bias pattern.
+inline std::vector<float> proximity_pattern(int length) {
+  std::vector<float> pattern(static_cast<std::size_t>(length) * length);
+  for (int i = 0; i < length; ++i)
+    for (int j = 0; j < length; ++j)
+      pattern[static_cast<std::size_t>(i) * length + j] = -float(std::abs(i - j));
+  return pattern;
+}
+
+// A batch of examples padded to its longest, with (optionally) masked tokens.
+struct PaddedBatch {
+  int batch = 0, length = 0;
+  std::vector<std::int32_t> tokens, labels, originals;
+  std::vector<int> lengths;
+  std::int64_t masked = 0;
+};
+
+// `indices` of `examples`; with mask_rate > 0, each real token is replaced by <mask> with that
+// probability, drawn from (seed, stream, example key, position): the originals are kept.
+inline PaddedBatch pad_batch(const std::vector<listops::Example>& examples,
+                             std::span<const std::size_t> indices, double mask_rate,
+                             const PhiloxStream* mask_stream,
+                             std::span<const std::uint64_t> mask_keys) {
+  PaddedBatch out;
+  out.batch = static_cast<int>(indices.size());
+  for (std::size_t i : indices)
+    out.length = std::max(out.length, static_cast<int>(examples[i].tokens.size()));
+  const std::size_t N = static_cast<std::size_t>(out.batch) * out.length;
+  out.tokens.assign(N, listops::pad);
+  if (mask_stream) out.originals.assign(N, -1);
+  for (int b = 0; b < out.batch; ++b) {
+    const listops::Example& e = examples[indices[b]];
+    const int n = static_cast<int>(e.tokens.size());
+    out.lengths.push_back(n);
+    out.labels.push_back(e.label);
+    for (int t = 0; t < n; ++t) {
+      const std::size_t at = static_cast<std::size_t>(b) * out.length + t;
+      out.tokens[at] = e.tokens[t];
+      if (mask_stream && mask_stream->uniform((mask_keys[b] << 16) + t) < mask_rate) {
+        out.originals[at] = e.tokens[t];
+        out.tokens[at] = listops::mask;
+        ++out.masked;
+      }
+    }
+  }
+  return out;
+}
+
+// Positions into `indices` in groups, shortest example first, each group padded to at most
+// `max_tokens` tokens (one example alone may exceed it), so that long and short examples do not
+// share padding.
+inline std::vector<std::vector<std::size_t>> micro_batches(
+    const std::vector<listops::Example>& examples, std::span<const std::size_t> indices,
+    std::size_t max_tokens) {
+  std::vector<std::size_t> order(indices.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto length = [&](std::size_t slot) { return examples[indices[slot]].tokens.size(); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return length(a) < length(b); });
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::size_t> current;
+  for (std::size_t slot : order) {
+    // sorted: the newest is the longest
+    if (!current.empty() && (current.size() + 1) * length(slot) > max_tokens) {
+      groups.push_back(std::move(current));
+      current.clear();
+    }
+    current.push_back(slot);
+  }
+  if (!current.empty()) groups.push_back(std::move(current));
+  return groups;
+}
+
+// The examples and mask keys of one group of positions.
+struct BatchSlice {
+  std::vector<std::size_t> examples;
+  std::vector<std::uint64_t> keys;
+};
+inline BatchSlice slice(std::span<const std::size_t> indices, std::span<const std::uint64_t> keys,
+                        const std::vector<std::size_t>& group) {
+  BatchSlice s;
+  for (std::size_t slot : group) s.examples.push_back(indices[slot]), s.keys.push_back(keys[slot]);
+  return s;
+}
+
+template <class Net>
+class SelfPretrainingRun {
+ public:
+  using Real = float;
+  static constexpr int L = Net::L, H = Net::H, D = Net::D;
+  static constexpr std::size_t kMicroTokens = 8192;
+  static constexpr int kAnalysisExamples = 32, kProfileOffsets = 16;
+
+  SelfPretrainingRun(ParameterValues config, std::filesystem::path run_dir, bool progress)
+      : config_(std::move(config)),
+        run_dir_(std::move(run_dir)),
+        progress_(progress),
+        task_(int(config_.integer("min_length")), int(config_.integer("max_length")),
+              int(config_.integer("max_depth")), int(config_.integer("max_args"))),
+        seed_(static_cast<std::uint64_t>(config_.integer("seed"))),
+        params_(Net::parameter_count),
+        grads_(Net::parameter_count),
+        optimizer_(adamw_config(), decay_ranges(), Net::parameter_count) {
+    require(Net::shape.max_len >= config_.integer("max_length") - 1, "config",
+            "the compiled model's max_len is too small for max_length");
+  }
+
+  nlohmann::json run() {
+    if (config_.integer("threads") > 0) set_thread_count(int(config_.integer("threads")));
+    std::error_code error;
+    std::filesystem::create_directories(run_dir_, error);
+    require(!error && std::filesystem::is_directory(run_dir_), run_dir_.string(),
+            "cannot be the run folder; choose another --out");
+    const RunLock lock(run_dir_);
+    const std::string config_text = config_.json().dump(2);
+    make_data();
+    std::int64_t step = prepare_run_folder(config_text);
+
+    const std::int64_t steps = config_.integer("steps"),
+                       pretrain = config_.integer("pretrain_steps"),
+                       eval_every = config_.integer("eval_every"),
+                       checkpoint_every = config_.integer("checkpoint_every");
+    const int B = int(config_.integer("batch"));
+    const bool learn_slopes = config_.integer("learn_slopes") == 1;
+    const bool biased = learn_slopes || config_.real("proximity_bias") != 0;
+    const bool train_positions = config_.text("positions") == "learned";
+    const PhiloxStream batch_stream(seed_, stream_id_from_name("spt.batch"));
+    const PhiloxStream mask_stream(seed_, stream_id_from_name("spt.mask"));
+    std::ofstream metrics(run_dir_ / "metrics.jsonl", std::ios::app);
+    require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot open for appending");
+    const auto started = std::chrono::steady_clock::now();
+    auto last_progress = started;
+    const std::int64_t first = step;
+    double loss = 0;
+    for (; step < steps; ++step) {
+      const bool reconstruct = step < pretrain;
+      if (step == pretrain && pretrain > 0) {  // the label stage starts with fresh moments
+        std::fill(optimizer_.first_moment().begin(), optimizer_.first_moment().end(), 0.0f);
+        std::fill(optimizer_.second_moment().begin(), optimizer_.second_moment().end(), 0.0f);
+        optimizer_.set_steps(0);
+      }
+      const LrSchedule schedule{reconstruct ? config_.real("pretrain_lr") : config_.real("lr"),
+                                config_.integer("warmup_steps"), LrSchedule::Kind::constant, 0,
+                                1.0};
+      const double lr = schedule.at(reconstruct ? step : step - pretrain);
+
+      std::vector<std::size_t> indices(B);
+      std::vector<std::uint64_t> keys(B);
+      for (int b = 0; b < B; ++b) {
+        const std::uint64_t draw = static_cast<std::uint64_t>(step) * B + b;
+        indices[b] = batch_stream.u32(draw) % train_.size();
+        keys[b] = draw;
+      }
+      std::fill(grads_.begin(), grads_.end(), 0.0f);
+      // Masks first, so that the reconstruction loss is the mean over the whole batch's masks.
+      std::vector<PaddedBatch> parts;
+      std::int64_t masked = 0;
+      for (const std::vector<std::size_t>& group : micro_batches(train_, indices, kMicroTokens)) {
+        const BatchSlice part = slice(indices, keys, group);
+        parts.push_back(pad_batch(train_, part.examples,
+                                  reconstruct ? config_.real("mask_rate") : 0.0,
+                                  reconstruct ? &mask_stream : nullptr, part.keys));
+        masked += parts.back().masked;
+      }
+      loss = 0;
+      for (const PaddedBatch& part : parts) {
+        const std::vector<float> pattern = biased ? proximity_pattern(part.length)
+                                                  : std::vector<float>();
+        const EncoderBatch in = view(part, reconstruct ? 0.0 : 1.0, reconstruct ? 1.0 : 0.0,
+                                     pattern, !reconstruct, reconstruct);
+        const EncoderLosses l = Net::forward(params_, in, ws_);
+        const double share = reconstruct ? (masked ? double(part.masked) / masked : 0.0)
+                                         : double(part.batch) / B;
+        loss += share * l.total;
+        if (share > 0) Net::backward(params_, grads_, ws_, train_positions, Real(share));
+      }
+      if (!learn_slopes)
+        for (int l = 0; l < L; ++l)
+          std::fill_n(grads_.begin() + Net::slope_offset(l), H, 0.0f);
+      require(std::isfinite(loss), run_dir_.string(),
+              "training stopped at step " + std::to_string(step) + ": the loss is not finite");
+      const double grad_norm = optimizer_.step(params_, grads_, lr);
+      require(std::isfinite(grad_norm), run_dir_.string(),
+              "training stopped at step " + std::to_string(step) +
+                  ": the gradient norm is not finite");
+
+      if (step % eval_every == 0 || step + 1 == steps) {
+        nlohmann::json row = evaluate(step);
+        row["stage"] = reconstruct ? "reconstruction" : "label";
+        row["loss"] = loss;
+        row["lr"] = lr;
+        row["grad_norm"] = grad_norm;
+        row["wall_s"] = seconds_since(started) + wall_offset_;
+        metrics << row.dump() << '\n' << std::flush;
+        require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
+                "cannot append a metrics row (is the disk full?)");
+        last_row_ = row;
+      }
+      if ((step + 1) % checkpoint_every == 0 || step + 1 == pretrain) save(step + 1, config_text);
+      if (progress_ && seconds_since(last_progress) > 1.0) {
+        last_progress = std::chrono::steady_clock::now();
+        const double rate = double(step + 1 - first) / std::max(seconds_since(started), 1e-9);
+        std::fprintf(stderr, "\r%s  step %lld/%lld  %s loss %.4f  %.1f steps/s  ETA %.0fs   ",
+                     run_dir_.filename().string().c_str(), (long long)(step + 1),
+                     (long long)steps, reconstruct ? "reconstruction" : "label", loss, rate,
+                     double(steps - step - 1) / std::max(rate, 1e-9));
+      }
+    }
+    if (progress_) std::fprintf(stderr, "\n");
+    if (step > first || !latest_checkpoint(run_dir_)) save(step, config_text);
+    nlohmann::json summary = {{"steps_done", step},
+                              {"wall_s", seconds_since(started) + wall_offset_}};
+    for (const char* key : {"train_accuracy", "test_accuracy", "train_label_loss",
+                            "test_label_loss", "test_reconstruction_loss",
+                            "test_reconstruction_accuracy"})
+      if (last_row_.contains(key)) summary[key] = last_row_[key];
+    write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
+    return summary;
+  }
+
+  std::span<const Real> parameters() const { return params_; }
+
+ private:
+  AdamWConfig adamw_config() const {
+    return {0.9, 0.999, 1e-8, config_.real("weight_decay"), config_.real("max_grad_norm")};
+  }
+  static std::vector<DecayRange> decay_ranges() {
+    std::vector<DecayRange> ranges;
+    for (const auto& t : Net::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
+    return ranges;
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point a) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  }
+
+  EncoderBatch view(const PaddedBatch& b, double label_weight, double reconstruction_weight,
+                    std::span<const float> pattern, bool labels, bool reconstruction) const {
+    return {b.batch,
+            b.length,
+            b.tokens,
+            b.lengths,
+            labels ? std::span<const std::int32_t>(b.labels) : std::span<const std::int32_t>(),
+            reconstruction && !b.originals.empty() ? std::span<const std::int32_t>(b.originals)
+                                                   : std::span<const std::int32_t>(),
+            label_weight,
+            reconstruction_weight,
+            pattern,
+            float(config_.real("proximity_bias"))};
+  }
+
+  void make_data() {
+    const std::uint64_t data_seed = static_cast<std::uint64_t>(config_.integer("data_seed"));
+    train_.resize(static_cast<std::size_t>(config_.integer("train_examples")));
+    test_.resize(static_cast<std::size_t>(config_.integer("test_examples")));
+    parallel_for(static_cast<std::int64_t>(train_.size()), [&](std::int64_t i) {
+      train_[i] = task_.example(data_seed, ListOps::Split::train, static_cast<std::uint64_t>(i));
+    });
+    parallel_for(static_cast<std::int64_t>(test_.size()), [&](std::int64_t i) {
+      test_[i] = task_.example(data_seed, ListOps::Split::test, static_cast<std::uint64_t>(i));
+    });
+  }
+
+  // Accuracy and losses on the first eval_examples of a set; the reconstruction loss under a
+  // mask fixed per example (the same every row).
+  struct SetScores {
+    double accuracy = 0, label_loss = 0, reconstruction_loss = 0, reconstruction_accuracy = 0;
+  };
+  SetScores score(const std::vector<listops::Example>& set, bool reconstruction) {
+    const std::size_t n = std::min<std::size_t>(set.size(), config_.integer("eval_examples"));
+    std::vector<std::size_t> indices(n);
+    std::iota(indices.begin(), indices.end(), 0);
+    const PhiloxStream eval_mask(seed_, stream_id_from_name("spt.eval_mask"));
+    SetScores s;
+    std::int64_t masked = 0;
+    const std::vector<std::uint64_t> keys(indices.begin(), indices.end());
+    for (const std::vector<std::size_t>& group : micro_batches(set, indices, kMicroTokens)) {
+      const BatchSlice slot = slice(indices, keys, group);
+      const PaddedBatch part = pad_batch(set, slot.examples, config_.real("mask_rate"),
+                                         reconstruction ? &eval_mask : nullptr, slot.keys);
+      const std::vector<float> pattern = slopes_or_bias() ? proximity_pattern(part.length)
+                                                          : std::vector<float>();
+      const EncoderLosses l =
+          Net::forward(params_, view(part, 1.0, 1.0, pattern, true, reconstruction), ws_);
+      s.accuracy += l.label_accuracy * part.batch;
+      s.label_loss += l.label_loss * part.batch;
+      s.reconstruction_loss += l.reconstruction_loss * double(l.masked);
+      s.reconstruction_accuracy += l.reconstruction_accuracy * double(l.masked);
+      masked += l.masked;
+    }
+    s.accuracy /= double(n);
+    s.label_loss /= double(n);
+    if (masked > 0) s.reconstruction_loss /= double(masked), s.reconstruction_accuracy /= double(masked);
+    return s;
+  }
+
+  bool slopes_or_bias() const {
+    return config_.integer("learn_slopes") == 1 || config_.real("proximity_bias") != 0;
+  }
+
+  nlohmann::json evaluate(std::int64_t step) {
+    const SetScores train = score(train_, false), test = score(test_, true);
+    nlohmann::json row = {{"step", step},
+                          {"train_accuracy", train.accuracy},
+                          {"test_accuracy", test.accuracy},
+                          {"train_label_loss", train.label_loss},
+                          {"test_label_loss", test.label_loss},
+                          {"test_reconstruction_loss", test.reconstruction_loss},
+                          {"test_reconstruction_accuracy", test.reconstruction_accuracy}};
+    // The fixed analysis batch: its proximity report, then the two directional derivatives
+    // (the slopes' gradients of each loss alone, the pattern present at the current c).
+    const std::size_t n = std::min<std::size_t>(kAnalysisExamples, test_.size());
+    std::vector<std::size_t> indices(n);
+    std::iota(indices.begin(), indices.end(), 0);
+    const std::vector<std::uint64_t> keys(indices.begin(), indices.end());
+    const PhiloxStream eval_mask(seed_, stream_id_from_name("spt.eval_mask"));
+    const PaddedBatch part =
+        pad_batch(test_, indices, config_.real("mask_rate"), &eval_mask, keys);
+    const std::vector<float> pattern = proximity_pattern(part.length);
+    std::vector<Real> probe(Net::parameter_count);
+    for (const char* loss : {"label", "reconstruction"}) {
+      const bool label = std::string(loss) == "label";
+      Net::forward(params_, view(part, label ? 1.0 : 0.0, label ? 0.0 : 1.0, pattern, true, true),
+                   ws_);
+      if (label) add_proximity_columns(row, proximity_report<Net>(params_, ws_, kProfileOffsets));
+      std::fill(probe.begin(), probe.end(), 0.0f);
+      Net::backward(params_, probe, ws_, true);
+      nlohmann::json derivative, slopes;
+      for (int l = 0; l < L; ++l) {
+        derivative.push_back(std::vector<double>(probe.begin() + Net::slope_offset(l),
+                                                 probe.begin() + Net::slope_offset(l) + H));
+        slopes.push_back(std::vector<double>(params_.begin() + Net::slope_offset(l),
+                                             params_.begin() + Net::slope_offset(l) + H));
+      }
+      row[std::string("d_") + loss + "_d_proximity"] = derivative;
+      row["slopes"] = slopes;
+    }
+    return row;
+  }
+
+  // config.json for a new run, or checked against it; the latest checkpoint, if any.
+  std::int64_t prepare_run_folder(const std::string& config_text) {
+    const auto config_path = run_dir_ / "config.json";
+    if (std::filesystem::exists(config_path)) {
+      nlohmann::json existing = read_json_file(config_path), given = config_.json();
+      for (const char* key : {"steps", "threads", "eval_examples"})
+        existing.erase(key), given.erase(key);
+      const std::vector<std::string> differences =
+          config_differences(existing, given, "config.json", "given");
+      std::string listed;
+      for (const std::string& d : differences) listed += "; " + d;
+      require(differences.empty(), config_path.string(),
+              "this run folder holds a run with another configuration" + listed +
+                  ". Choose a new --out or delete the folder");
+    }
+    write_text_atomically(config_path, config_text + "\n");
+    const auto checkpoint = latest_checkpoint(run_dir_);
+    if (!checkpoint) {
+      Net::init(params_, seed_,
+                config_.text("positions") == "learned" ? PositionEncoding::learned
+                                                       : PositionEncoding::sinusoidal);
+      if (!config_.text("warm_start").empty()) warm_start();
+      std::filesystem::remove(run_dir_ / "metrics.jsonl");
+      return 0;
+    }
+    const CheckpointState state =
+        load_checkpoint(*checkpoint, Net::tensors(), params_, optimizer_.first_moment(),
+                        optimizer_.second_moment());
+    optimizer_.set_steps(state.optimizer_steps);
+    truncate_metrics(state.step);
+    if (progress_)
+      std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(),
+                   (long long)state.step);
+    return state.step;
+  }
+
+  // Tensors of another run's checkpoint: all, the query-key rows of every qkv projection, or
+  // everything but those rows.
+  void warm_start() {
+    const std::filesystem::path path = config_.text("warm_start");
+    const SafetensorsFile file(path);
+    std::vector<Real> source(Net::parameter_count);
+    load_parameters(file, Net::tensors(), source);
+    const std::string take = config_.text("take");
+    std::vector<bool> from_source(Net::parameter_count, take != "qk");
+    for (int l = 0; l < L; ++l) {
+      const std::size_t w = Net::mixer_offset(l) + Net::Mixer::qkv_weight,
+                        b = Net::mixer_offset(l) + Net::Mixer::qkv_bias;
+      for (std::size_t i = 0; i < std::size_t(2 * D) * D; ++i) from_source[w + i] = take != "all_but_qk";
+      for (std::size_t i = 0; i < std::size_t(2 * D); ++i) from_source[b + i] = take != "all_but_qk";
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (from_source[i]) params_[i] = source[i];
+  }
+
+  void truncate_metrics(std::int64_t step) {
+    const auto path = run_dir_ / "metrics.jsonl";
+    std::string kept, line;
+    std::ifstream in(path);
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      nlohmann::json row;
+      try {
+        row = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        break;  // a row cut by the kill: everything after it is recomputed
+      }
+      if (row.at("step").get<std::int64_t>() >= step) break;
+      wall_offset_ = row.at("wall_s").get<double>();
+      last_row_ = row;
+      kept += line + "\n";
+    }
+    write_text_atomically(path, kept);
+  }
+
+  void save(std::int64_t step, const std::string& config_text) {
+    save_checkpoint(checkpoint_path(run_dir_, step), Net::tensors(), params_,
+                    optimizer_.first_moment(), optimizer_.second_moment(),
+                    {step, optimizer_.steps(), config_text});
+  }
+
+  ParameterValues config_;
+  std::filesystem::path run_dir_;
+  bool progress_;
+  ListOps task_;
+  std::uint64_t seed_;
+  std::vector<listops::Example> train_, test_;
+  std::vector<Real> params_, grads_;
+  AdamW<Real> optimizer_;
+  typename Net::Workspace ws_;
+  nlohmann::json last_row_ = nlohmann::json::object();
+  double wall_offset_ = 0;
+};
+
+}  // namespace emergent
