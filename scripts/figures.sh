@@ -28,10 +28,16 @@ for file in sweeps/*-"$size".toml; do
   for kind in $kinds; do
     out=docs/results/$name.png
     [ "$(echo "$kinds" | wc -w)" -gt 1 ] && out=docs/results/$name-$kind.png
-    target=$dir
+    targets=("$dir")
     if [ "$kind" = attention ]; then  # one run folder: the sweep's first run
-      target=$dir/runs/$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["id"])' "$dir/sweep.json")
+      targets=("$dir/runs/$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["runs"][0]["id"])' "$dir/sweep.json")")
     fi
-    "$python" scripts/plot.py "$kind" "$target" --out "$out" --emergent "$emergent"
+    if [ "$kind" = spt ]; then  # the transplant stage needs the SPT runs' checkpoints
+      started=$(date +%s)
+      bash scripts/spt_transplant.sh "$dir"
+      echo "$name-transplant: $(($(date +%s) - started)) s" >> docs/results/figures-times.txt
+      targets=("$dir" "$dir-transplant")
+    fi
+    "$python" scripts/plot.py "$kind" "${targets[@]}" --out "$out" --emergent "$emergent"
   done
 done

@@ -18,6 +18,11 @@ Group statistics come from `emergent sweep summarize` (one implementation of the
     plot.py attention RUN --out F.png             Fig. 4: per-head maps at the saved steps beside
                                                   the true pattern, and the per-head entropy
     plot.py runs RUN [RUN ...] --out F.png        loss curves of run folders
+    plot.py spt DIR [DIR ...] --out F.png         self-pretraining: test accuracy over training
+                                                  per condition, final train and test accuracy,
+                                                  the proximity of layer 0, and the derivatives
+                                                  of both losses along the proximity profile;
+                                                  prints the table of docs/self-pretraining.md
 
 Options: --emergent PATH (default build/emergent), --title TEXT.
 Needs Debian's python3-matplotlib and python3-numpy (scripts/install-deps.sh).
@@ -485,12 +490,108 @@ def runs(args):
         ax.legend(fontsize=7)
     finish(fig, args, "")
 
+def spt_condition(config):
+    """The condition of a self-pretraining run, from its config."""
+    if config["warm_start"]:
+        return {"qk": "QK transplant", "all_but_qk": "all but QK transplant"}.get(config["take"], "warm start")
+    if config["pretrain_steps"] > 0:
+        return "SPT"
+    if config["learn_slopes"]:
+        return "learned proximity slope"
+    if config["proximity_bias"]:
+        return f"fixed proximity bias {config['proximity_bias']:g}"
+    return "supervised"
+
+
+def spt_runs(folders):
+    """(condition, config, metrics rows, finished, step offset) of every run folder that has rows;
+    warm-started runs are offset by their source checkpoint's step, the budget spent before them."""
+    out = []
+    for folder in folders:
+        for run in sorted((Path(folder) / "runs").glob("*")):
+            if not (run / "metrics.jsonl").exists():
+                continue
+            config = json.loads((run / "config.json").read_text())
+            rows = read_jsonl(run / "metrics.jsonl")
+            if not rows:
+                continue
+            offset = 0
+            if config["warm_start"]:
+                offset = int(Path(config["warm_start"]).stem.split("_")[-1])
+            out.append((spt_condition(config), config, rows, (run / "summary.json").exists(), offset))
+    if not out:
+        raise SystemExit(f"plot.py: {folders}: no self-pretraining runs with metrics")
+    return out
+
+
+def spt(args):
+    """Self-pretraining on ListOps: does SPT, a transplant or a proximity bias beat supervision?"""
+    runs_ = spt_runs(args.dirs)
+    order = ["supervised", "SPT", "QK transplant", "all but QK transplant", "learned proximity slope"]
+    conditions = sorted({r[0] for r in runs_}, key=lambda c: (order.index(c) if c in order else 9, c))
+    colour = dict(zip(conditions, colours(len(conditions))))
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    ax_curve, ax_final, ax_proximity, ax_blind = axes.flat
+    table = []
+    for c in conditions:
+        members = [r for r in runs_ if r[0] == c]
+        curves = []
+        for _, config, rows, finished, offset in members:
+            label_rows = [r for r in rows if r["stage"] == "label"]
+            steps = [r["step"] + offset for r in label_rows]
+            acc = [r["test_accuracy"] for r in label_rows]
+            ax_curve.plot(steps, acc, color=colour[c], lw=0.7, alpha=0.5)
+            curves.append((steps, acc))
+            prox = [np.mean(r["proximity"][0]) for r in rows]
+            ax_proximity.plot([r["step"] + offset for r in rows], prox, color=colour[c], lw=0.8, alpha=0.7)
+        if curves and all(len(cv[0]) == len(curves[0][0]) for cv in curves):
+            ax_curve.plot(curves[0][0], np.mean([cv[1] for cv in curves], axis=0), color=colour[c], lw=2.2,
+                          label=f"{c} ({len(members)} seeds)")
+        else:
+            ax_curve.plot([], [], color=colour[c], lw=2.2, label=f"{c} ({len(members)} runs)")
+        finished = [m for m in members if m[3]]
+        train = [m[2][-1]["train_accuracy"] for m in finished]
+        test = [m[2][-1]["test_accuracy"] for m in finished]
+        x = conditions.index(c)
+        ax_final.scatter([x - 0.12] * len(train), train, marker="o", facecolors="none", edgecolors=colour[c], s=30)
+        ax_final.scatter([x + 0.12] * len(test), test, marker="o", color=colour[c], s=30)
+        if test:
+            ax_final.errorbar([x + 0.12], [np.mean(test)], yerr=[np.std(test)], color="k", capsize=3, lw=1)
+        table.append((c, len(finished), len(members), train, test))
+        for _, config, rows, finished_, offset in members:
+            for key, style in (("d_label_d_proximity", "-"), ("d_reconstruction_d_proximity", ":")):
+                ys = [np.mean(np.abs(np.array(r[key]))) for r in rows]
+                ax_blind.plot([r["step"] + offset for r in rows], ys, style, color=colour[c], lw=0.8, alpha=0.7)
+    ax_curve.set_title("test accuracy (label stage; x: all updates, pretraining included)")
+    ax_curve.set_xlabel("update")
+    ax_curve.set_ylabel("accuracy")
+    ax_curve.axhline(0.1, color="grey", lw=0.6, ls="--")
+    ax_curve.legend(fontsize=7)
+    ax_final.set_xticks(range(len(conditions)))
+    ax_final.set_xticklabels(conditions, rotation=20, fontsize=7)
+    ax_final.set_title("final accuracy per seed: train (open), test (filled, mean +- sd)")
+    ax_final.axhline(0.1, color="grey", lw=0.6, ls="--")
+    ax_proximity.set_title("proximity of layer 0 (mean over heads; 0 = uniform attention)")
+    ax_proximity.set_xlabel("update")
+    ax_blind.set_yscale("log")
+    ax_blind.set_title("|dL/da| along a f(j - i), mean over heads:\nlabel loss (solid), reconstruction loss (dotted)", fontsize=9)
+    ax_blind.set_xlabel("update")
+    for ax in (ax_curve, ax_proximity, ax_blind):
+        ax.grid(alpha=0.3)
+    finish(fig, args, "Self-pretraining on ListOps")
+    print("| condition | finished runs | train accuracy | test accuracy |")
+    print("|---|---|---|---|")
+    for c, done, total, train, test in table:
+        def stat(v):
+            return f"{np.mean(v):.3f} +- {np.std(v):.3f} ({', '.join(f'{x:.3f}' for x in v)})" if v else "-"
+        print(f"| {c} | {done} of {total} | {stat(train)} | {stat(test)} |")
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = {"sparsity": sparsity, "curves": curves, "plateau": plateau, "width": width, "depth": depth,
                 "architectures": architectures, "factors": factors, "batch": batch, "attention": attention,
-                "runs": runs}
+                "runs": runs, "spt": spt}
     parser.add_argument("command", choices=sorted(commands))
     parser.add_argument("dirs", nargs="+", help="sweep folders (run folders for attention and runs)")
     parser.add_argument("--out", required=True)

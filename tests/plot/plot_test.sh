@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/plot.py on a real sweep folder (ctest plot): a tiny sweep with attention snapshots, then
-# and a tiny automaton sweep: every figure kind, each a PNG; and `sweep --dry-run` lists without running.
+# a tiny automaton sweep and a tiny self-pretraining sweep with its transplant stage: every figure kind, each a PNG; and `sweep --dry-run` lists without running.
 #   tests/plot/plot_test.sh path/to/emergent
 set -euo pipefail
 cli=$1
@@ -31,6 +31,10 @@ plot runs "$run" --out "$dir/runs.png"
 plot factors "$dir/ca" --out "$dir/factors.png"
 plot batch "$dir/ca" --out "$dir/batch.png"
 plot curves "$dir/ca" --out "$dir/ca_curves.png"
+"$cli" sweep "$here/tiny_spt.toml" --out "$dir/spt" --quiet 2> /dev/null
+EMERGENT=$cli bash "$root/scripts/spt_transplant.sh" "$dir/spt" 2> /dev/null
+test "$(ls "$dir/spt-transplant/runs" | wc -l)" -eq 4  # 2 SPT seeds x (qk, all_but_qk)
+plot spt "$dir/spt" "$dir/spt-transplant" --out "$dir/spt.png"
 for png in "$dir"/*.png; do
   # a PNG: its signature, and more than a blank canvas
   test "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
