@@ -38,8 +38,9 @@ struct FixtureBatch {
   std::vector<float> pattern;
   emergent::EncoderBatch view(double label_weight, double reconstruction_weight,
                               float strength) const {
-    return {batch,     length,       tokens,       lengths, labels, originals,
-            label_weight, reconstruction_weight, pattern, strength};
+    return {batch,   length,    tokens,       lengths,
+            labels,  originals, label_weight, reconstruction_weight,
+            pattern, strength};
   }
 };
 
@@ -80,8 +81,9 @@ void check_fixture(const std::string& name, bool train_positions, double toleran
   const float strength = std::stof(f.metadata().at("strength"));
   typename M::Workspace ws;
   const emergent::EncoderLosses losses =
-      M::forward(params, in.view(std::stod(f.metadata().at("label_weight")),
-                                 std::stod(f.metadata().at("reconstruction_weight")), strength),
+      M::forward(params,
+                 in.view(std::stod(f.metadata().at("label_weight")),
+                         std::stod(f.metadata().at("reconstruction_weight")), strength),
                  ws);
   std::vector<Real> grads(M::parameter_count, Real(0));
   M::backward(params, grads, ws, train_positions);
@@ -207,7 +209,8 @@ TEST_CASE("Encoder: a padded sequence classifies and reconstructs as if alone") 
     M::forward(params, one.view(1.0, 1.0, 0.3f), alone);
     CAPTURE(b);
     for (int c = 0; c < kClasses; ++c)
-      CHECK(alone.class_logits[c] == doctest::Approx(batch_logits[b * kClasses + c]).epsilon(1e-12));
+      CHECK(alone.class_logits[c] ==
+            doctest::Approx(batch_logits[b * kClasses + c]).epsilon(1e-12));
   }
 }
 

@@ -46,8 +46,8 @@ TEST_CASE("ListOps evaluates hand-worked expressions as LRA's to_value does") {
   CHECK(value_of("[MED 1 9 3 ]") == 3);           // odd count: the middle value
   CHECK(value_of("[MED 1 2 ]") == 1);             // int(np.median([1, 2])) = int(1.5) = 1
   CHECK(value_of("[MED 0 3 8 9 ]") == 5);         // (3 + 8) / 2 = 5.5 -> 5
-  CHECK(value_of("[SM [MAX 2 9 ] [MED 4 4 5 6 ] 3 ]") == 6);  // 9 + 4 + 3 = 16 -> 6
-  CHECK(value_of("[MAX 2 9 X") == 9);                          // LRA's spelling of "]"
+  CHECK(value_of("[SM [MAX 2 9 ] [MED 4 4 5 6 ] 3 ]") == 6);               // 9 + 4 + 3 = 16 -> 6
+  CHECK(value_of("[MAX 2 9 X") == 9);                                      // LRA's spelling of "]"
   CHECK(value_of("[MIN [MAX [SM 5 5 ] [MED 7 1 ] ] [SM 3 4 ] 9 ]") == 4);  // min(4, 7, 9)
 }
 

@@ -79,15 +79,16 @@ TEST_CASE("BidirectionalAttention: a padded sequence computes as if alone, with 
     const int n = lengths[b];
     CAPTURE(n);
     ref::Matrix xb(n, D), dyb(n, D), pb(n, n);
-    for (int i = 0; i < n * D; ++i) xb.data()[i] = x[b * T * D + i], dyb.data()[i] = dy[b * T * D + i];
+    for (int i = 0; i < n * D; ++i)
+      xb.data()[i] = x[b * T * D + i], dyb.data()[i] = dy[b * T * D + i];
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) pb(i, j) = pattern[i * T + j];
     // Per head h, the reference of strength + head_strength[h] alone.
     ref::Matrix y_sum = ref::Matrix::Zero(n, D), dx_sum = ref::Matrix::Zero(n, D);
     for (int h = 0; h < H; ++h) {
       const DotAttentionReference reference{H, pb, strength + head_strength[h], {false, -1}};
-      const ref::Matrix qkv = ref::linear_forward(xb, named.at("qkv.weight"),
-                                                  named.at("qkv.bias").row(0).transpose());
+      const ref::Matrix qkv =
+          ref::linear_forward(xb, named.at("qkv.weight"), named.at("qkv.bias").row(0).transpose());
       const ref::DotAttentionOutput att =
           ref::dot_attention_forward(qkv, H, pb, reference.strength, reference.visible);
       // Head h of the fast run used c_h: its output columns and its bias gradient.
@@ -110,7 +111,8 @@ TEST_CASE("BidirectionalAttention: a padded sequence computes as if alone, with 
       }
     CHECK(worst < 1e-12 * std::max(1.0, scale));
   }
-  for (int h = 0; h < H; ++h) CHECK(fast.bias_grad[h] == doctest::Approx(bias_grad[h]).epsilon(1e-9));
+  for (int h = 0; h < H; ++h)
+    CHECK(fast.bias_grad[h] == doctest::Approx(bias_grad[h]).epsilon(1e-9));
 
   // dx and the parameter gradients of each padded sequence equal those of the sequence alone.
   std::vector<double> summed(Mixer<double>::layout.total, 0.0);

@@ -44,11 +44,13 @@ struct TempDir {
 };
 
 nlohmann::json tiny_config() {
-  return {{"min_length", 10}, {"max_length", 60},    {"max_depth", 6},       {"max_args", 5},
-          {"d_model", 16},    {"heads", 2},          {"layers", 2},          {"d_ff", 24},
-          {"max_len", 64},    {"train_examples", 64}, {"test_examples", 40}, {"eval_examples", 20},
-          {"batch", 8},       {"steps", 12},         {"pretrain_steps", 6},  {"warmup_steps", 2},
-          {"eval_every", 4},  {"checkpoint_every", 3}, {"threads", 1},       {"mask_rate", 0.2}};
+  return {{"min_length", 10},     {"max_length", 60},    {"max_depth", 6},
+          {"max_args", 5},        {"d_model", 16},       {"heads", 2},
+          {"layers", 2},          {"d_ff", 24},          {"max_len", 64},
+          {"train_examples", 64}, {"test_examples", 40}, {"eval_examples", 20},
+          {"batch", 8},           {"steps", 12},         {"pretrain_steps", 6},
+          {"warmup_steps", 2},    {"eval_every", 4},     {"checkpoint_every", 3},
+          {"threads", 1},         {"mask_rate", 0.2}};
 }
 
 nlohmann::json run(const nlohmann::json& given, const std::filesystem::path& out) {
@@ -138,7 +140,8 @@ TEST_CASE("Micro-batches: every slot once, shortest first, within the token budg
 TEST_CASE("Self-pretraining configs are checked, naming the field") {
   nlohmann::json c = tiny_config();
   c["pretrain_steps"] = 20;
-  CHECK_THROWS_WITH(emergent::resolve_self_pretraining(c, "f"), doctest::Contains("pretrain_steps"));
+  CHECK_THROWS_WITH(emergent::resolve_self_pretraining(c, "f"),
+                    doctest::Contains("pretrain_steps"));
   c = tiny_config();
   c["max_len"] = 30;
   CHECK_THROWS_WITH(emergent::resolve_self_pretraining(c, "f"), doctest::Contains("max_len"));
@@ -163,8 +166,8 @@ TEST_CASE("Proximity report: brute force, uniform attention, the position form")
   const std::vector<std::uint64_t> keys = {0, 1, 2, 3};
   const emergent::PaddedBatch b = emergent::pad_batch(set, indices, 0.0, nullptr, keys);
   typename M::Workspace ws;
-  const emergent::EncoderBatch in{b.batch, b.length, b.tokens, b.lengths, b.labels, {}, 1, 0, {},
-                                  0};
+  const emergent::EncoderBatch in{b.batch, b.length, b.tokens, b.lengths, b.labels,
+                                  {},      1,        0,        {},        0};
   M::forward(params, in, ws);
   const emergent::ProximityReport r = emergent::proximity_report<M>(params, ws, 4);
   // The distance of layer 1, head 0 by brute force.
@@ -173,8 +176,9 @@ TEST_CASE("Proximity report: brute force, uniform attention, the position form")
   for (int s = 0; s < b.batch; ++s)
     for (int i = 0; i < b.lengths[s]; ++i, ++queries)
       for (int j = 0; j < b.lengths[s]; ++j)
-        distance += ws.layers[1].mixer.att[((std::size_t(s) * 2 + 0) * b.length + i) * b.length + j] *
-                    std::abs(i - j);
+        distance +=
+            ws.layers[1].mixer.att[((std::size_t(s) * 2 + 0) * b.length + i) * b.length + j] *
+            std::abs(i - j);
   CHECK(r.heads[1][0].distance == doctest::Approx(distance / queries).epsilon(1e-12));
   // The mass profile at offset 0 is the mean of the diagonal.
   double diagonal = 0;
@@ -273,8 +277,8 @@ TEST_CASE("Warm starts: all, only the query-key projections, all but them") {
       for (std::size_t i = 0; i < t.size; i += 7) {
         const std::size_t at = t.offset + i;
         const bool query_key = qkv && i < (t.shape.size() == 2 ? 2u * 16 * 16 : 2u * 16);
-        const bool from_source = std::string(take) == "all" ||
-                                 (std::string(take) == "qk" ? query_key : !query_key);
+        const bool from_source =
+            std::string(take) == "all" || (std::string(take) == "qk" ? query_key : !query_key);
         CAPTURE(t.name);
         CHECK(start[at] == doctest::Approx(from_source ? pretrained[at] : fresh[at]).epsilon(1e-5));
       }
@@ -295,9 +299,9 @@ TEST_CASE("The blindness measurement is the derivative along the proximity profi
   const std::vector<float> pattern = emergent::proximity_pattern(b.length);
   for (const bool label : {true, false}) {
     CAPTURE(label);
-    const emergent::EncoderBatch in{b.batch,       b.length,    b.tokens,          b.lengths,
-                                    b.labels,      b.originals, label ? 1.0 : 0.0, label ? 0.0 : 1.0,
-                                    pattern,       0.0f};
+    const emergent::EncoderBatch in{b.batch,  b.length,    b.tokens,          b.lengths,
+                                    b.labels, b.originals, label ? 1.0 : 0.0, label ? 0.0 : 1.0,
+                                    pattern,  0.0f};
     typename M::Workspace ws;
     M::forward(params, in, ws);
     std::vector<double> grads(M::parameter_count, 0.0);

@@ -28,10 +28,18 @@ EncoderEntry entry() {
 const std::vector<EncoderEntry>& entries() {
   static const std::vector<EncoderEntry> list = {
       // CPU-sized ListOps (lengths up to 500)
-      entry<Shape{.vocab = listops::kVocab, .d_model = 64, .heads = 4, .layers = 2, .d_ff = 128,
+      entry<Shape{.vocab = listops::kVocab,
+                  .d_model = 64,
+                  .heads = 4,
+                  .layers = 2,
+                  .d_ff = 128,
                   .max_len = 512}>(),
       // LRA-sized ListOps (lengths up to 2,000)
-      entry<Shape{.vocab = listops::kVocab, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512,
+      entry<Shape{.vocab = listops::kVocab,
+                  .d_model = 128,
+                  .heads = 8,
+                  .layers = 4,
+                  .d_ff = 512,
                   .max_len = 2048}>(),
   };
   return list;
@@ -61,9 +69,8 @@ nlohmann::json run_self_pretraining(const ParameterValues& c, const std::filesys
                      .max_len = int(c.integer("max_len"))};
   for (const EncoderEntry& e : entries())
     if (e.shape == wanted) return e.run(c, out, progress);
-  throw Error("config: the encoder " + name(wanted) +
-              " is not compiled into emergent (compiled: " + encoder_shape_names() +
-              "; add one line to examples/registry/encoder.cpp)");
+  throw Error("config: the encoder " + name(wanted) + " is not compiled into emergent (compiled: " +
+              encoder_shape_names() + "; add one line to examples/registry/encoder.cpp)");
 }
 
 }  // namespace emergent::cli

@@ -14,7 +14,7 @@ std::string encoder_shape_names();
 
 // Runs the config (resolve_self_pretraining) on its compiled shape; an Error naming the shape
 // fields and the compiled ones when it has none.
-nlohmann::json run_self_pretraining(const ParameterValues& config,
-                                    const std::filesystem::path& out, bool progress);
+nlohmann::json run_self_pretraining(const ParameterValues& config, const std::filesystem::path& out,
+                                    bool progress);
 
 }  // namespace emergent::cli

@@ -33,8 +33,8 @@ struct HeadProximity {
 
 struct ProximityReport {
   int max_offset = 0;
-  std::vector<std::vector<HeadProximity>> heads;    // [layers][heads]
-  std::vector<std::vector<double>> position_form;   // [heads][2 * max_offset + 1], layer 0
+  std::vector<std::vector<HeadProximity>> heads;   // [layers][heads]
+  std::vector<std::vector<double>> position_form;  // [heads][2 * max_offset + 1], layer 0
 };
 
 // Per layer and head, from the Encoder workspace `ws` of the last forward (Net::Workspace).

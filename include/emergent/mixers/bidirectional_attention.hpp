@@ -58,18 +58,18 @@ class BidirectionalAttention {
   static constexpr std::size_t out_bias = offset_of(layout, "out.bias");
 
   struct Activations {
-    Real* qkv = nullptr;       // [B*T, 3D]
-    Real* q = nullptr;         // [B, H, T, d_head]
-    Real* k = nullptr;         // [B, H, T, d_head]
-    Real* v = nullptr;         // [B, H, T, d_head]
-    Real* att = nullptr;       // [B, H, T, T] probabilities (zero at padding keys)
-    Real* heads = nullptr;     // [B*T, D] concatenated head outputs
-    Real* d_heads = nullptr;   // [B*T, D]
-    Real* d_qkv = nullptr;     // [B*T, 3D]
-    Real* d_q = nullptr;       // [B, H, T, d_head]
+    Real* qkv = nullptr;      // [B*T, 3D]
+    Real* q = nullptr;        // [B, H, T, d_head]
+    Real* k = nullptr;        // [B, H, T, d_head]
+    Real* v = nullptr;        // [B, H, T, d_head]
+    Real* att = nullptr;      // [B, H, T, T] probabilities (zero at padding keys)
+    Real* heads = nullptr;    // [B*T, D] concatenated head outputs
+    Real* d_heads = nullptr;  // [B*T, D]
+    Real* d_qkv = nullptr;    // [B*T, 3D]
+    Real* d_q = nullptr;      // [B, H, T, d_head]
     Real* d_k = nullptr;
     Real* d_v = nullptr;
-    Real* d_scores = nullptr;  // [B, H, T, T] backward scratch
+    Real* d_scores = nullptr;   // [B, H, T, T] backward scratch
     Real* bias_grad = nullptr;  // [B, H] per (sequence, head), summed in a fixed order
   };
 

@@ -44,7 +44,8 @@
 #include "../nn/layernorm.hpp"
 #include "../nn/linear.hpp"
 #include "../nn/mlp.hpp"
-#include "model.hpp"
+#include "parameter_tensors.hpp"
+#include "pre_ln_blocks.hpp"
 
 namespace emergent {
 
@@ -72,8 +73,8 @@ struct EncoderLosses {
   double total = 0;         // the weighted sum the backward differentiates
 };
 
-template <template <Shape, class> class MixerTemplate, Shape S, int Classes,
-          class RealT = float, template <Shape, class> class ChannelTemplate = GeluMlp>
+template <template <Shape, class> class MixerTemplate, Shape S, int Classes, class RealT = float,
+          template <Shape, class> class ChannelTemplate = GeluMlp>
 class Encoder {
  public:
   static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
@@ -91,14 +92,6 @@ class Encoder {
       TensorSpec{"embed.token.weight", V, D, false, Init::normal},
       TensorSpec{"embed.position.weight", S.max_len, D, false, Init::normal},
   });
-  static constexpr auto norm1_layout = layout_of(std::array{
-      TensorSpec{"ln1.weight", 0, D, false, Init::ones},
-      TensorSpec{"ln1.bias", 0, D, false, Init::zeros},
-  });
-  static constexpr auto norm2_layout = layout_of(std::array{
-      TensorSpec{"ln2.weight", 0, D, false, Init::ones},
-      TensorSpec{"ln2.bias", 0, D, false, Init::zeros},
-  });
   static constexpr auto proximity_layout = layout_of(std::array{
       TensorSpec{"proximity.slope", 0, H, false, Init::zeros},
   });
@@ -112,29 +105,21 @@ class Encoder {
   });
 
   // Buffer order: embedding, then per layer [ln1, mixer, ln2, channel, proximity], then final.
-  static constexpr std::size_t layer_size = norm1_layout.total + Mixer::layout.total +
-                                            norm2_layout.total + Channel::layout.total +
-                                            proximity_layout.total;
+  using Blocks = PreLnBlocks<Mixer, Channel, S, Real, proximity_layout.total>;
   static constexpr std::size_t layer_offset(int l) {
-    return embedding_layout.total + l * layer_size;
+    return embedding_layout.total + Blocks::layer_offset(l);
   }
-  static constexpr std::size_t mixer_offset(int l) { return layer_offset(l) + norm1_layout.total; }
-  static constexpr std::size_t norm2_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
-  static constexpr std::size_t channel_offset(int l) {
-    return norm2_offset(l) + norm2_layout.total;
+  static constexpr std::size_t mixer_offset(int l) {
+    return embedding_layout.total + Blocks::mixer_offset(l);
   }
   static constexpr std::size_t slope_offset(int l) {
-    return channel_offset(l) + Channel::layout.total;
+    return embedding_layout.total + Blocks::extra_offset(l);
   }
-  static constexpr std::size_t final_offset = embedding_layout.total + L * layer_size;
+  static constexpr std::size_t final_offset = embedding_layout.total + Blocks::total;
   static constexpr std::size_t parameter_count = final_offset + final_layout.total;
 
   static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");
   static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
-  static constexpr std::size_t ln1_w = offset_of(norm1_layout, "ln1.weight");
-  static constexpr std::size_t ln1_b = offset_of(norm1_layout, "ln1.bias");
-  static constexpr std::size_t ln2_w = offset_of(norm2_layout, "ln2.weight");
-  static constexpr std::size_t ln2_b = offset_of(norm2_layout, "ln2.bias");
   static constexpr std::size_t lnf_w = final_offset + offset_of(final_layout, "final_ln.weight");
   static constexpr std::size_t lnf_b = final_offset + offset_of(final_layout, "final_ln.bias");
   static constexpr std::size_t head_w = final_offset + offset_of(final_layout, "head.weight");
@@ -146,12 +131,8 @@ class Encoder {
     std::vector<ParameterTensor> out;
     append_tensors(out, embedding_layout, "", 0);
     for (int l = 0; l < L; ++l) {
-      const std::string prefix = "layers." + std::to_string(l) + ".";
-      append_tensors(out, norm1_layout, prefix, layer_offset(l));
-      append_tensors(out, Mixer::layout, prefix + "mixer.", mixer_offset(l));
-      append_tensors(out, norm2_layout, prefix, norm2_offset(l));
-      append_tensors(out, Channel::layout, prefix + "mlp.", channel_offset(l));
-      append_tensors(out, proximity_layout, prefix, slope_offset(l));
+      Blocks::append_layer_tensors(out, l, embedding_layout.total);
+      append_tensors(out, proximity_layout, "layers." + std::to_string(l) + ".", slope_offset(l));
     }
     append_tensors(out, final_layout, "", final_offset);
     return out;
@@ -175,27 +156,19 @@ class Encoder {
       }
   }
 
-  struct LayerActivations {
-    Real *norm1 = nullptr, *norm1_mean = nullptr, *norm1_rstd = nullptr;
-    typename Mixer::Activations mixer;
-    Real* residual_mid = nullptr;
-    Real *norm2 = nullptr, *norm2_mean = nullptr, *norm2_rstd = nullptr;
-    typename Channel::Activations channel;
-  };
-
   class Workspace {
    public:
     int batch = 0, length = 0;
-    std::array<Real*, L + 1> residual{};
-    std::array<LayerActivations, L> layers{};
+    typename Blocks::Residuals residual{};
+    typename Blocks::Layers layers{};
     Real *final_norm = nullptr, *final_mean = nullptr, *final_rstd = nullptr;
     Real *pooled = nullptr, *class_logits = nullptr, *class_probs = nullptr;  // [B,D] [B,C] [B,C]
     Real *token_logits = nullptr, *token_probs = nullptr;                     // [B*T, V]
     Real *d_residual = nullptr, *d_norm = nullptr, *d_pooled = nullptr;
     Real *d_class_logits = nullptr, *d_token_logits = nullptr;
-    Real* d_from_head = nullptr;     // [B*T, D] the reconstruction head's part of d_norm
+    Real* d_from_head = nullptr;        // [B*T, D] the reconstruction head's part of d_norm
     Real* d_position_unused = nullptr;  // [T, D] where fixed positions' gradient goes
-    Real* bias_pattern = nullptr;    // [T, T]
+    Real* bias_pattern = nullptr;       // [T, T]
     std::vector<std::int32_t> tokens, labels, originals;
     std::vector<int> lengths;
     bool has_pattern = false;
@@ -228,18 +201,7 @@ class Encoder {
    private:
     void carve() {
       const std::size_t N = static_cast<std::size_t>(batch) * length;
-      for (auto& r : residual) r = arena_.take(N * D);
-      for (auto& a : layers) {
-        a.norm1 = arena_.take(N * D);
-        a.norm1_mean = arena_.take(N);
-        a.norm1_rstd = arena_.take(N);
-        Mixer::carve(arena_, a.mixer, batch, length);
-        a.residual_mid = arena_.take(N * D);
-        a.norm2 = arena_.take(N * D);
-        a.norm2_mean = arena_.take(N);
-        a.norm2_rstd = arena_.take(N);
-        Channel::carve(arena_, a.channel, batch, length);
-      }
+      Blocks::carve(arena_, residual, layers, batch, length);
       final_norm = arena_.take(N * D);
       final_mean = arena_.take(N);
       final_rstd = arena_.take(N);
@@ -276,9 +238,9 @@ class Encoder {
     require(in.originals.empty() || in.originals.size() == N, "Encoder::forward",
             "originals must hold batch * length, or none");
     for (int b = 0; b < B; ++b) {
-      require(in.lengths[b] >= 1 && in.lengths[b] <= T, "Encoder::forward",
-              "sequence " + std::to_string(b) + " has length outside [1, " + std::to_string(T) +
-                  "]");
+      require(
+          in.lengths[b] >= 1 && in.lengths[b] <= T, "Encoder::forward",
+          "sequence " + std::to_string(b) + " has length outside [1, " + std::to_string(T) + "]");
       if (!in.labels.empty())
         require(in.labels[b] >= 0 && in.labels[b] < C, "Encoder::forward",
                 "label " + std::to_string(b) + " is outside [0, " + std::to_string(C) + ")");
@@ -306,20 +268,8 @@ class Encoder {
     const Real* p = params.data();
 
     nn::embedding_forward(ws.residual[0], ws.tokens.data(), p + tok, p + pos, B, T, D);
-    for (int l = 0; l < L; ++l) {
-      LayerActivations& a = ws.layers[l];
-      const Real* pl = p + layer_offset(l);
-      const Real* pn = p + norm2_offset(l);
-      const MixerContext<Real> ctx = ws.mixer_context(p, nullptr, l);
-      nn::layernorm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, ws.residual[l], pl + ln1_w,
-                            pl + ln1_b, static_cast<int>(N), D);
-      Mixer::forward(p + mixer_offset(l), a.norm1, a.residual_mid, a.mixer, ctx);
-      add_into(a.residual_mid, ws.residual[l], N * D);
-      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pn + ln2_w,
-                            pn + ln2_b, static_cast<int>(N), D);
-      Channel::forward(p + channel_offset(l), a.norm2, ws.residual[l + 1], a.channel, ctx);
-      add_into(ws.residual[l + 1], a.residual_mid, N * D);
-    }
+    Blocks::forward(p + embedding_layout.total, ws.residual, ws.layers, N,
+                    [&](int l) { return ws.mixer_context(p, nullptr, l); });
     nn::layernorm_forward(ws.final_norm, ws.final_mean, ws.final_rstd, ws.residual[L], p + lnf_w,
                           p + lnf_b, static_cast<int>(N), D);
 
@@ -414,35 +364,16 @@ class Encoder {
       }
       nn::linear_backward<Real>(ws.d_from_head, g + head_w, g + head_b, ws.d_token_logits,
                                 ws.final_norm, p + head_w, static_cast<int>(N), D, V);
-      add_into(ws.d_norm, ws.d_from_head, N * D);
+      Blocks::add_into(ws.d_norm, ws.d_from_head, N * D);
     }
     std::fill(ws.d_residual, ws.d_residual + N * D, Real(0));
     nn::layernorm_backward(ws.d_residual, g + lnf_w, g + lnf_b, ws.d_norm, ws.residual[L],
                            ws.final_mean, ws.final_rstd, p + lnf_w, static_cast<int>(N), D);
-    for (int l = L - 1; l >= 0; --l) {
-      LayerActivations& a = ws.layers[l];
-      const Real* pl = p + layer_offset(l);
-      const Real* pn = p + norm2_offset(l);
-      Real* gl = g + layer_offset(l);
-      Real* gn = g + norm2_offset(l);
-      const MixerContext<Real> ctx = ws.mixer_context(p, g, l);
-      Channel::backward(p + channel_offset(l), g + channel_offset(l), a.norm2, ws.d_residual,
-                        ws.d_norm, a.channel, ctx);
-      nn::layernorm_backward(ws.d_residual, gn + ln2_w, gn + ln2_b, ws.d_norm, a.residual_mid,
-                             a.norm2_mean, a.norm2_rstd, pn + ln2_w, static_cast<int>(N), D);
-      // The mixer adds dL/dc_h into the slopes' gradient (from d_residual, already scaled).
-      Mixer::backward(p + mixer_offset(l), g + mixer_offset(l), a.norm1, ws.d_residual, ws.d_norm,
-                      a.mixer, ctx);
-      nn::layernorm_backward(ws.d_residual, gl + ln1_w, gl + ln1_b, ws.d_norm, ws.residual[l],
-                             a.norm1_mean, a.norm1_rstd, pl + ln1_w, static_cast<int>(N), D);
-    }
-    nn::embedding_backward(g + tok, train_positions ? g + pos : ws.d_position_unused,
-                           ws.d_residual, ws.tokens.data(), B, T, D);
-  }
-
- private:
-  static void add_into(Real* y, const Real* x, std::size_t count) {
-    for (std::size_t i = 0; i < count; ++i) y[i] += x[i];
+    // The mixers add dL/dc_h into the slopes' gradient (from d_residual, already scaled).
+    Blocks::backward(p + embedding_layout.total, g + embedding_layout.total, ws.residual, ws.layers,
+                     ws.d_residual, ws.d_norm, N, [&](int l) { return ws.mixer_context(p, g, l); });
+    nn::embedding_backward(g + tok, train_positions ? g + pos : ws.d_position_unused, ws.d_residual,
+                           ws.tokens.data(), B, T, D);
   }
 };
 

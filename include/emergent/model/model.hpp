@@ -34,72 +34,10 @@
 #include "../nn/layernorm.hpp"
 #include "../nn/linear.hpp"
 #include "../nn/mlp.hpp"
+#include "parameter_tensors.hpp"
+#include "pre_ln_blocks.hpp"
 
 namespace emergent {
-
-// One named tensor of a whole model, with its place in the flat buffers.
-struct ParameterTensor {
-  std::string name;                 // e.g. "layers.0.mixer.qkv.weight"
-  std::size_t offset = 0;           // floats from the start of the buffer
-  std::vector<std::int64_t> shape;  // [rows, cols] or [cols]
-  std::size_t size = 0;
-  bool weight_decay = false;
-  Init init = Init::linear;
-  int fan_in = 0;  // of Init::linear
-};
-
-// The tensors of `layout` with `prefix` on their names, placed at `base` of the whole buffer.
-template <class Layout>
-void append_tensors(std::vector<ParameterTensor>& out, const Layout& layout,
-                    const std::string& prefix, std::size_t base) {
-  for (std::size_t i = 0; i < layout.count; ++i) {
-    const TensorSpec& spec = layout.specs[i];
-    ParameterTensor t;
-    t.name = prefix + std::string(spec.name);
-    t.offset = base + layout.offsets[i];
-    t.shape = spec.rows == 0 ? std::vector<std::int64_t>{spec.cols}
-                             : std::vector<std::int64_t>{spec.rows, spec.cols};
-    t.size = spec.size();
-    t.weight_decay = spec.weight_decay;
-    t.init = spec.init;
-    t.fan_in = spec.init_fan_in();
-    out.push_back(std::move(t));
-  }
-}
-
-// PyTorch's default initialisation (docs/model.md), so that runs compare with PyTorch
-// reimplementations of the paper: each tensor as its TensorSpec::init says (Linear weight and
-// bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), embeddings ~ N(0, 1), LayerNorm 1/0, custom 0 for
-// the owner to fill). Draws come from Philox streams of `seed`, indexed by position in the
-// buffer, so an init is the same on every machine and thread count.
-template <class Real>
-void init_parameter_tensors(std::span<Real> params, const std::vector<ParameterTensor>& tensors,
-                            std::uint64_t seed) {
-  std::fill(params.begin(), params.end(), Real(0));
-  const PhiloxStream uniform(seed, stream_id_from_name("model.init.uniform"));
-  const PhiloxStream normal(seed, stream_id_from_name("model.init.normal"));
-  for (const ParameterTensor& t : tensors) {
-    const double bound = t.init == Init::linear ? 1.0 / std::sqrt(double(t.fan_in)) : 0.0;
-    for (std::size_t i = 0; i < t.size; ++i) {
-      const std::size_t index = t.offset + i;
-      switch (t.init) {
-        case Init::linear:
-          params[index] = Real(bound * (2.0 * uniform.uniform(index) - 1.0));
-          break;
-        case Init::normal:
-          params[index] = Real(normal.normal(index));
-          break;
-        case Init::ones:
-          params[index] = Real(1);
-          break;
-        case Init::zeros:
-        case Init::custom:
-          params[index] = Real(0);
-          break;
-      }
-    }
-  }
-}
 
 // What a forward pass is asked to do; spans must outlive the backward pass.
 struct ForwardInput {
@@ -134,14 +72,7 @@ class Model {
       TensorSpec{"embed.token.weight", V, D, false, Init::normal},
       TensorSpec{"embed.position.weight", S.max_len, D, false, Init::normal},
   });
-  static constexpr auto norm1_layout = layout_of(std::array{
-      TensorSpec{"ln1.weight", 0, D, false, Init::ones},
-      TensorSpec{"ln1.bias", 0, D, false, Init::zeros},
-  });
-  static constexpr auto norm2_layout = layout_of(std::array{
-      TensorSpec{"ln2.weight", 0, D, false, Init::ones},
-      TensorSpec{"ln2.bias", 0, D, false, Init::zeros},
-  });
+  using Blocks = PreLnBlocks<Mixer, Channel, S, Real>;
   static constexpr auto final_layout = layout_of(std::array{
       TensorSpec{"final_ln.weight", 0, D, false, Init::ones},
       TensorSpec{"final_ln.bias", 0, D, false, Init::zeros},
@@ -149,32 +80,31 @@ class Model {
   });
 
   // Buffer order: embedding, then per layer [ln1, mixer, ln2, channel], then final LN and head.
-  static constexpr std::size_t layer_size =
-      norm1_layout.total + Mixer::layout.total + norm2_layout.total + Channel::layout.total;
+  static constexpr std::size_t layer_size = Blocks::layer_size;
   static constexpr std::size_t layer_offset(int l) {
-    return embedding_layout.total + l * layer_size;
+    return embedding_layout.total + Blocks::layer_offset(l);
   }
-  static constexpr std::size_t mixer_offset(int l) { return layer_offset(l) + norm1_layout.total; }
-  static constexpr std::size_t norm2_offset(int l) { return mixer_offset(l) + Mixer::layout.total; }
+  static constexpr std::size_t mixer_offset(int l) {
+    return embedding_layout.total + Blocks::mixer_offset(l);
+  }
+  static constexpr std::size_t norm2_offset(int l) {
+    return embedding_layout.total + Blocks::norm2_offset(l);
+  }
   static constexpr std::size_t channel_offset(int l) {
-    return norm2_offset(l) + norm2_layout.total;
+    return embedding_layout.total + Blocks::channel_offset(l);
   }
-  static constexpr std::size_t final_offset = embedding_layout.total + L * layer_size;
+  static constexpr std::size_t final_offset = embedding_layout.total + Blocks::total;
   static constexpr std::size_t parameter_count =
       final_offset + final_layout.total;  // floats, with padding
   // The model's size as papers count it: values in its tensors, without the alignment padding.
   static constexpr std::size_t trainable_parameters =
       value_count(embedding_layout) + value_count(final_layout) +
-      L * (value_count(norm1_layout) + value_count(Mixer::layout) + value_count(norm2_layout) +
-           value_count(Channel::layout));
+      L * (value_count(Blocks::norm1_layout) + value_count(Mixer::layout) +
+           value_count(Blocks::norm2_layout) + value_count(Channel::layout));
 
   // Named offsets (relative to the start of their group).
   static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");
   static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
-  static constexpr std::size_t ln1_w = offset_of(norm1_layout, "ln1.weight");
-  static constexpr std::size_t ln1_b = offset_of(norm1_layout, "ln1.bias");
-  static constexpr std::size_t ln2_w = offset_of(norm2_layout, "ln2.weight");
-  static constexpr std::size_t ln2_b = offset_of(norm2_layout, "ln2.bias");
   static constexpr std::size_t lnf_w = final_offset + offset_of(final_layout, "final_ln.weight");
   static constexpr std::size_t lnf_b = final_offset + offset_of(final_layout, "final_ln.bias");
   static constexpr std::size_t head_w = final_offset + offset_of(final_layout, "head.weight");
@@ -183,13 +113,7 @@ class Model {
   static std::vector<ParameterTensor> tensors() {
     std::vector<ParameterTensor> out;
     append_tensors(out, embedding_layout, "", 0);
-    for (int l = 0; l < L; ++l) {
-      const std::string prefix = "layers." + std::to_string(l) + ".";
-      append_tensors(out, norm1_layout, prefix, layer_offset(l));
-      append_tensors(out, Mixer::layout, prefix + "mixer.", mixer_offset(l));
-      append_tensors(out, norm2_layout, prefix, norm2_offset(l));
-      append_tensors(out, Channel::layout, prefix + "mlp.", channel_offset(l));
-    }
+    for (int l = 0; l < L; ++l) Blocks::append_layer_tensors(out, l, embedding_layout.total);
     append_tensors(out, final_layout, "", final_offset);
     return out;
   }
@@ -207,24 +131,14 @@ class Model {
         Channel::init(params.data() + channel_offset(l), seed, channel_offset(l), l);
   }
 
-  struct LayerActivations {
-    Real* norm1 = nullptr;  // [B*T, D] LN1 output, the mixer's input
-    Real* norm1_mean = nullptr;
-    Real* norm1_rstd = nullptr;
-    typename Mixer::Activations mixer;
-    Real* residual_mid = nullptr;  // [B*T, D] x after the mixer
-    Real* norm2 = nullptr;
-    Real* norm2_mean = nullptr;
-    Real* norm2_rstd = nullptr;
-    typename Channel::Activations channel;
-  };
+  using LayerActivations = typename Blocks::LayerActivations;
 
   // Activations and backward scratch for one (batch, length).
   class Workspace {
    public:
     int batch = 0, length = 0;
-    std::array<Real*, L + 1> residual{};  // residual[l]: input of layer l; residual[L]: final
-    std::array<LayerActivations, L> layers{};
+    typename Blocks::Residuals residual{};  // residual[l]: input of layer l; residual[L]: final
+    typename Blocks::Layers layers{};
     Real *final_norm = nullptr, *final_mean = nullptr, *final_rstd = nullptr;
     Real *logits = nullptr, *probs = nullptr;
     Real *token_loss = nullptr, *token_correct = nullptr;  // [B*T] CE and argmax == target
@@ -254,18 +168,7 @@ class Model {
    private:
     void carve() {
       const std::size_t N = static_cast<std::size_t>(batch) * length;
-      for (auto& r : residual) r = arena_.take(N * D);
-      for (auto& a : layers) {
-        a.norm1 = arena_.take(N * D);
-        a.norm1_mean = arena_.take(N);
-        a.norm1_rstd = arena_.take(N);
-        Mixer::carve(arena_, a.mixer, batch, length);
-        a.residual_mid = arena_.take(N * D);
-        a.norm2 = arena_.take(N * D);
-        a.norm2_mean = arena_.take(N);
-        a.norm2_rstd = arena_.take(N);
-        Channel::carve(arena_, a.channel, batch, length);
-      }
+      Blocks::carve(arena_, residual, layers, batch, length);
       final_norm = arena_.take(N * D);
       final_mean = arena_.take(N);
       final_rstd = arena_.take(N);
@@ -309,20 +212,8 @@ class Model {
     const Real* p = params.data();
 
     nn::embedding_forward(ws.residual[0], ws.inputs.data(), p + tok, p + pos, B, T, D);
-    for (int l = 0; l < L; ++l) {
-      LayerActivations& a = ws.layers[l];
-      const Real* pl = p + layer_offset(l);
-      const Real* pn = p + norm2_offset(l);
-      nn::layernorm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, ws.residual[l], pl + ln1_w,
-                            pl + ln1_b, static_cast<int>(N), D);
-      Mixer::forward(p + mixer_offset(l), a.norm1, a.residual_mid, a.mixer, ws.mixer_context());
-      add_into(a.residual_mid, ws.residual[l], N * D);
-      nn::layernorm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.residual_mid, pn + ln2_w,
-                            pn + ln2_b, static_cast<int>(N), D);
-      Channel::forward(p + channel_offset(l), a.norm2, ws.residual[l + 1], a.channel,
-                       ws.mixer_context());
-      add_into(ws.residual[l + 1], a.residual_mid, N * D);
-    }
+    Blocks::forward(p + embedding_layout.total, ws.residual, ws.layers, N,
+                    [&](int) { return ws.mixer_context(); });
     nn::layernorm_forward(ws.final_norm, ws.final_mean, ws.final_rstd, ws.residual[L], p + lnf_w,
                           p + lnf_b, static_cast<int>(N), D);
     nn::linear_forward<Real>(ws.logits, ws.final_norm, p + head_w, nullptr, static_cast<int>(N), D,
@@ -361,31 +252,12 @@ class Model {
     std::fill(ws.d_residual, ws.d_residual + N * D, Real(0));
     nn::layernorm_backward(ws.d_residual, g + lnf_w, g + lnf_b, ws.d_norm, ws.residual[L],
                            ws.final_mean, ws.final_rstd, p + lnf_w, static_cast<int>(N), D);
-    for (int l = L - 1; l >= 0; --l) {
-      LayerActivations& a = ws.layers[l];
-      const Real* pl = p + layer_offset(l);
-      const Real* pn = p + norm2_offset(l);
-      Real* gl = g + layer_offset(l);
-      Real* gn = g + norm2_offset(l);
-      // Channel branch: residual[l+1] = residual_mid + Channel(LN2(residual_mid))
-      Channel::backward(p + channel_offset(l), g + channel_offset(l), a.norm2, ws.d_residual,
-                        ws.d_norm, a.channel, ws.mixer_context());
-      nn::layernorm_backward(ws.d_residual, gn + ln2_w, gn + ln2_b, ws.d_norm, a.residual_mid,
-                             a.norm2_mean, a.norm2_rstd, pn + ln2_w, static_cast<int>(N), D);
-      // Mixer branch: residual_mid = residual[l] + Mixer(LN1(residual[l]))
-      Mixer::backward(p + mixer_offset(l), g + mixer_offset(l), a.norm1, ws.d_residual, ws.d_norm,
-                      a.mixer, ws.mixer_context());
-      nn::layernorm_backward(ws.d_residual, gl + ln1_w, gl + ln1_b, ws.d_norm, ws.residual[l],
-                             a.norm1_mean, a.norm1_rstd, pl + ln1_w, static_cast<int>(N), D);
-    }
+    Blocks::backward(p + embedding_layout.total, g + embedding_layout.total, ws.residual, ws.layers,
+                     ws.d_residual, ws.d_norm, N, [&](int) { return ws.mixer_context(); });
     nn::embedding_backward(g + tok, g + pos, ws.d_residual, ws.inputs.data(), B, T, D);
   }
 
  private:
-  static void add_into(Real* y, const Real* x, std::size_t count) {
-    for (std::size_t i = 0; i < count; ++i) y[i] += x[i];
-  }
-
   static double weighted_token_mean(const Workspace& ws, const Real* values,
                                     std::span<const float> weights) {
     require(weights.size() == static_cast<std::size_t>(ws.length), "Model",

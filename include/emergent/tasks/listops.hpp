@@ -57,8 +57,8 @@ inline bool is_digit(std::int32_t t) { return t >= digit_0 && t < digit_0 + 10; 
 // The LRA spelling of a token ("[MIN", "]", "7"); <pad> and <mask> as such.
 inline std::string_view spelling(std::int32_t t) {
   static constexpr std::string_view names[kVocab] = {
-      "<pad>", "<mask>", "[MIN", "[MAX", "[MED", "[SM", "]", "0", "1", "2",
-      "3",     "4",      "5",    "6",    "7",    "8",   "9"};
+      "<pad>", "<mask>", "[MIN", "[MAX", "[MED", "[SM", "]", "0", "1",
+      "2",     "3",      "4",    "5",    "6",    "7",   "8", "9"};
   require(t >= 0 && t < kVocab, "listops token", "id " + std::to_string(t) + " is not in 0..16");
   return names[t];
 }
@@ -158,7 +158,7 @@ inline int evaluate(const std::vector<std::int32_t>& tokens) {
 // pair ((((op, a1), a2), ...), "]") printed as "( left right )", so "[MIN 8 2 ]" is
 // "( ( ( [MIN 8 ) 2 ) ] )".
 inline std::string to_lra_source(const std::vector<std::int32_t>& tokens) {
-  evaluate(tokens);  // well formed, or refused with the position
+  evaluate(tokens);               // well formed, or refused with the position
   std::vector<std::string> open;  // per open list, its text so far
   std::string whole;
   for (std::int32_t t : tokens) {
@@ -207,12 +207,12 @@ class ListOps {
   // LRA's flags: min_length 500, max_length 2000, max_depth 10, max_args 10. Sweeps pick shorter
   // lengths (for example 100 to 500) for CPU-sized runs.
   static std::vector<Parameter> parameters() {
-    return {integer("min_length", 500, at_least(0),
-                    "kept trees are longer than this (strict, as LRA)"),
-            integer("max_length", 2000, at_least(2),
-                    "kept trees are shorter than this (strict, as LRA)"),
-            integer("max_depth", 10, at_least(2), "operators occur at depths 1..max_depth-1"),
-            integer("max_args", 10, at_least(2), "an operator has 2..max_args arguments")};
+    return {
+        integer("min_length", 500, at_least(0), "kept trees are longer than this (strict, as LRA)"),
+        integer("max_length", 2000, at_least(2),
+                "kept trees are shorter than this (strict, as LRA)"),
+        integer("max_depth", 10, at_least(2), "operators occur at depths 1..max_depth-1"),
+        integer("max_args", 10, at_least(2), "an operator has 2..max_args arguments")};
   }
 
   int min_length() const { return min_length_; }

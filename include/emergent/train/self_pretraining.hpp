@@ -113,12 +113,12 @@ inline ParameterValues resolve_self_pretraining(const nlohmann::json& given,
   require(given.is_object(), where, "expected a JSON object of settings");
   const std::vector<Parameter>& declared = self_pretraining_parameters();
   for (const auto& [key, value] : given.items())
-    require(find_parameter(declared, key) != nullptr, where,
-            "unknown field '" + key + "' (self-pretraining takes: " + parameter_names(declared) +
-                ")");
+    require(
+        find_parameter(declared, key) != nullptr, where,
+        "unknown field '" + key + "' (self-pretraining takes: " + parameter_names(declared) + ")");
   const ParameterValues v(declared, given, where);
-  ListOps(int(v.integer("min_length")), int(v.integer("max_length")),
-          int(v.integer("max_depth")), int(v.integer("max_args")));  // checks the bounds
+  ListOps(int(v.integer("min_length")), int(v.integer("max_length")), int(v.integer("max_depth")),
+          int(v.integer("max_args")));  // checks the bounds
   require(v.integer("max_len") >= v.integer("max_length") - 1, where,
           "field 'max_len' = " + std::to_string(v.integer("max_len")) +
               " is not allowed: sequences up to max_length - 1 = " +
@@ -300,25 +300,24 @@ class SelfPretrainingRun {
       }
       loss = 0;
       for (const PaddedBatch& part : parts) {
-        const std::vector<float> pattern = biased ? proximity_pattern(part.length)
-                                                  : std::vector<float>();
+        const std::vector<float> pattern =
+            biased ? proximity_pattern(part.length) : std::vector<float>();
         const EncoderBatch in = view(part, reconstruct ? 0.0 : 1.0, reconstruct ? 1.0 : 0.0,
                                      pattern, !reconstruct, reconstruct);
         const EncoderLosses l = Net::forward(params_, in, ws_);
-        const double share = reconstruct ? (masked ? double(part.masked) / masked : 0.0)
-                                         : double(part.batch) / B;
+        const double share =
+            reconstruct ? (masked ? double(part.masked) / masked : 0.0) : double(part.batch) / B;
         loss += share * l.total;
         if (share > 0) Net::backward(params_, grads_, ws_, train_positions, Real(share));
       }
       if (!learn_slopes)
-        for (int l = 0; l < L; ++l)
-          std::fill_n(grads_.begin() + Net::slope_offset(l), H, 0.0f);
+        for (int l = 0; l < L; ++l) std::fill_n(grads_.begin() + Net::slope_offset(l), H, 0.0f);
       require(std::isfinite(loss), run_dir_.string(),
               "training stopped at step " + std::to_string(step) + ": the loss is not finite");
       const double grad_norm = optimizer_.step(params_, grads_, lr);
-      require(std::isfinite(grad_norm), run_dir_.string(),
-              "training stopped at step " + std::to_string(step) +
-                  ": the gradient norm is not finite");
+      require(
+          std::isfinite(grad_norm), run_dir_.string(),
+          "training stopped at step " + std::to_string(step) + ": the gradient norm is not finite");
 
       if (step % eval_every == 0 || step + 1 == steps) {
         nlohmann::json row = evaluate(step);
@@ -337,8 +336,8 @@ class SelfPretrainingRun {
         last_progress = std::chrono::steady_clock::now();
         const double rate = double(step + 1 - first) / std::max(seconds_since(started), 1e-9);
         std::fprintf(stderr, "\r%s  step %lld/%lld  %s loss %.4f  %.1f steps/s  ETA %.0fs   ",
-                     run_dir_.filename().string().c_str(), (long long)(step + 1),
-                     (long long)steps, reconstruct ? "reconstruction" : "label", loss, rate,
+                     run_dir_.filename().string().c_str(), (long long)(step + 1), (long long)steps,
+                     reconstruct ? "reconstruction" : "label", loss, rate,
                      double(steps - step - 1) / std::max(rate, 1e-9));
       }
     }
@@ -346,9 +345,9 @@ class SelfPretrainingRun {
     if (step > first || !latest_checkpoint(run_dir_)) save(step, config_text);
     nlohmann::json summary = {{"steps_done", step},
                               {"wall_s", seconds_since(started) + wall_offset_}};
-    for (const char* key : {"train_accuracy", "test_accuracy", "train_label_loss",
-                            "test_label_loss", "test_reconstruction_loss",
-                            "test_reconstruction_accuracy"})
+    for (const char* key :
+         {"train_accuracy", "test_accuracy", "train_label_loss", "test_label_loss",
+          "test_reconstruction_loss", "test_reconstruction_accuracy"})
       if (last_row_.contains(key)) summary[key] = last_row_[key];
     write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
     return summary;
@@ -413,8 +412,8 @@ class SelfPretrainingRun {
       const BatchSlice slot = slice(indices, keys, group);
       const PaddedBatch part = pad_batch(set, slot.examples, config_.real("mask_rate"),
                                          reconstruction ? &eval_mask : nullptr, slot.keys);
-      const std::vector<float> pattern = slopes_or_bias() ? proximity_pattern(part.length)
-                                                          : std::vector<float>();
+      const std::vector<float> pattern =
+          slopes_or_bias() ? proximity_pattern(part.length) : std::vector<float>();
       const EncoderLosses l =
           Net::forward(params_, view(part, 1.0, 1.0, pattern, true, reconstruction), ws_);
       s.accuracy += l.label_accuracy * part.batch;
@@ -425,7 +424,8 @@ class SelfPretrainingRun {
     }
     s.accuracy /= double(n);
     s.label_loss /= double(n);
-    if (masked > 0) s.reconstruction_loss /= double(masked), s.reconstruction_accuracy /= double(masked);
+    if (masked > 0)
+      s.reconstruction_loss /= double(masked), s.reconstruction_accuracy /= double(masked);
     return s;
   }
 
@@ -449,8 +449,7 @@ class SelfPretrainingRun {
     std::iota(indices.begin(), indices.end(), 0);
     const std::vector<std::uint64_t> keys(indices.begin(), indices.end());
     const PhiloxStream eval_mask(seed_, stream_id_from_name("spt.eval_mask"));
-    const PaddedBatch part =
-        pad_batch(test_, indices, config_.real("mask_rate"), &eval_mask, keys);
+    const PaddedBatch part = pad_batch(test_, indices, config_.real("mask_rate"), &eval_mask, keys);
     const std::vector<float> pattern = proximity_pattern(part.length);
     std::vector<Real> probe(Net::parameter_count);
     for (const char* loss : {"label", "reconstruction"}) {
@@ -521,8 +520,10 @@ class SelfPretrainingRun {
     for (int l = 0; l < L; ++l) {
       const std::size_t w = Net::mixer_offset(l) + Net::Mixer::qkv_weight,
                         b = Net::mixer_offset(l) + Net::Mixer::qkv_bias;
-      for (std::size_t i = 0; i < std::size_t(2 * D) * D; ++i) from_source[w + i] = take != "all_but_qk";
-      for (std::size_t i = 0; i < std::size_t(2 * D); ++i) from_source[b + i] = take != "all_but_qk";
+      for (std::size_t i = 0; i < std::size_t(2 * D) * D; ++i)
+        from_source[w + i] = take != "all_but_qk";
+      for (std::size_t i = 0; i < std::size_t(2 * D); ++i)
+        from_source[b + i] = take != "all_but_qk";
     }
     for (std::size_t i = 0; i < params_.size(); ++i)
       if (from_source[i]) params_[i] = source[i];
