@@ -579,12 +579,31 @@ def spt(args):
     for ax in (ax_curve, ax_proximity, ax_blind):
         ax.grid(alpha=0.3)
     finish(fig, args, "Self-pretraining on ListOps")
+    def stat(v, digits=3):
+        return (f"{np.mean(v):.{digits}f} +- {np.std(v):.{digits}f} ({', '.join(f'{x:.{digits}f}' for x in v)})"
+                if v else "-")
     print("| condition | finished runs | train accuracy | test accuracy |")
     print("|---|---|---|---|")
     for c, done, total, train, test in table:
-        def stat(v):
-            return f"{np.mean(v):.3f} +- {np.std(v):.3f} ({', '.join(f'{x:.3f}' for x in v)})" if v else "-"
         print(f"| {c} | {done} of {total} | {stat(train)} | {stat(test)} |")
+    # Proximity and the blindness measurement at the first and the last row of each finished run
+    # (the first row is after one update: the init, to first order).
+    print("\n| condition | layer-0 proximity, first row | last row | mean abs d(label loss)/da, first | last "
+          "| mean abs d(reconstruction loss)/da, first | last |")
+    print("|---|---|---|---|---|---|---|")
+    for c in conditions:
+        done = [m for m in runs_ if m[0] == c and m[3]]
+        if not done:
+            continue
+        def at(index, key, layer=None):
+            values = []
+            for m in done:
+                v = np.array(m[2][index][key])
+                values.append(float(np.mean(v[layer] if layer is not None else np.abs(v))))
+            return values
+        print(f"| {c} | {stat(at(0, 'proximity', 0))} | {stat(at(-1, 'proximity', 0))} "
+              f"| {stat(at(0, 'd_label_d_proximity'), 4)} | {stat(at(-1, 'd_label_d_proximity'), 4)} "
+              f"| {stat(at(0, 'd_reconstruction_d_proximity'), 4)} | {stat(at(-1, 'd_reconstruction_d_proximity'), 4)} |")
 
 
 def main():
