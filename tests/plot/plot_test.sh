@@ -35,6 +35,9 @@ plot curves "$dir/ca" --out "$dir/ca_curves.png"
 EMERGENT=$cli bash "$root/scripts/spt_transplant.sh" "$dir/spt" 2> /dev/null
 test "$(ls "$dir/spt-transplant/runs" | wc -l)" -eq 4  # 2 SPT seeds x (qk, all_but_qk)
 plot spt "$dir/spt" "$dir/spt-transplant" --out "$dir/spt.png"
+# sweep summarize knows emergence steps only: a self-pretraining folder is one line.
+if "$cli" sweep summarize "$dir/spt" --by seed > /dev/null 2> "$dir/summarize.err"; then exit 1; fi
+grep -q "no emergence steps to summarize" "$dir/summarize.err"
 for png in "$dir"/*.png; do
   # a PNG: its signature, and more than a blank canvas
   test "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a

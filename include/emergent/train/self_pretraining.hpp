@@ -52,6 +52,7 @@
 #include "../tasks/listops.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "metrics_file.hpp"
 #include "run_lock.hpp"
 
 namespace emergent {
@@ -530,23 +531,10 @@ class SelfPretrainingRun {
   }
 
   void truncate_metrics(std::int64_t step) {
-    const auto path = run_dir_ / "metrics.jsonl";
-    std::string kept, line;
-    std::ifstream in(path);
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      nlohmann::json row;
-      try {
-        row = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception&) {
-        break;  // a row cut by the kill: everything after it is recomputed
-      }
-      if (row.at("step").get<std::int64_t>() >= step) break;
+    for (const nlohmann::json& row : keep_metrics_before(run_dir_ / "metrics.jsonl", step)) {
       wall_offset_ = row.at("wall_s").get<double>();
       last_row_ = row;
-      kept += line + "\n";
     }
-    write_text_atomically(path, kept);
   }
 
   void save(std::int64_t step, const std::string& config_text) {

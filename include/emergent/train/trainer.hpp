@@ -45,6 +45,7 @@
 #include "checkpoint.hpp"
 #include "compiled_model.hpp"
 #include "config.hpp"
+#include "metrics_file.hpp"
 #include "run_lock.hpp"
 
 namespace emergent {
@@ -249,27 +250,12 @@ class RunTrainer {
 
   // Keeps the metric rows of steps before `step` (and refills the in-memory history from them).
   void truncate_metrics(std::int64_t step) {
-    const auto path = run_dir_ / "metrics.jsonl";
-    std::string kept;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      nlohmann::json row;
-      try {
-        row = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception&) {
-        break;  // a row cut by the kill: everything after it is recomputed
-      }
-      const std::int64_t row_step = row.at("step").get<std::int64_t>();
-      if (row_step >= step) break;
-      history_steps_.push_back(row_step);
+    for (const nlohmann::json& row : keep_metrics_before(run_dir_ / "metrics.jsonl", step)) {
+      history_steps_.push_back(row.at("step").get<std::int64_t>());
       history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
       history_loss_.push_back(row.at("loss").get<double>());
       wall_offset_ = row.at("wall_s").get<double>();
-      kept += line + "\n";
     }
-    write_text_atomically(path, kept);
   }
 
   // Nothing for a mixer without attention probabilities (its snapshot would be empty).
