@@ -530,8 +530,8 @@ def spt(args):
     order = ["supervised", "SPT", "QK transplant", "all but QK transplant", "learned proximity slope"]
     conditions = sorted({r[0] for r in runs_}, key=lambda c: (order.index(c) if c in order else 9, c))
     colour = dict(zip(conditions, colours(len(conditions))))
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
-    ax_curve, ax_final, ax_proximity, ax_blind = axes.flat
+    fig, axes = plt.subplots(2, 3, figsize=(17, 8.5))
+    ax_curve, ax_final, ax_proximity, ax_blind, ax_mass, ax_form = axes.flat
     table = []
     for c in conditions:
         members = [r for r in runs_ if r[0] == c]
@@ -558,25 +558,42 @@ def spt(args):
         if test:
             ax_final.errorbar([x + 0.12], [np.mean(test)], yerr=[np.std(test)], color="k", capsize=3, lw=1)
         table.append((c, len(finished), len(members), train, test))
+        # Profiles against the offset j - i, layer 0, mean over heads and seeds: first row dashed,
+        # last row solid.
+        if finished:
+            width = len(finished[0][2][0]["mass_profile"][0][0])
+            offsets = np.arange(width) - width // 2
+            for index, style in ((0, "--"), (-1, "-")):
+                mass = np.mean([np.mean(m[2][index]["mass_profile"][0], axis=0) for m in finished], axis=0)
+                form = np.mean([np.mean(m[2][index]["position_form"], axis=0) for m in finished], axis=0)
+                ax_mass.plot(offsets, mass, style, color=colour[c], lw=1.2,
+                             label=c if index == -1 else None)
+                ax_form.plot(offsets, form, style, color=colour[c], lw=1.2)
         for _, config, rows, finished_, offset in members:
             for key, style in (("d_label_d_proximity", "-"), ("d_reconstruction_d_proximity", ":")):
                 ys = [np.mean(np.abs(np.array(r[key]))) for r in rows]
                 ax_blind.plot([r["step"] + offset for r in rows], ys, style, color=colour[c], lw=0.8, alpha=0.7)
-    ax_curve.set_title("test accuracy (label stage; x: all updates, pretraining included)")
+    ax_curve.set_title("test accuracy (label stage; x: all updates, pretraining included)", fontsize=10)
     ax_curve.set_xlabel("update")
     ax_curve.set_ylabel("accuracy")
     ax_curve.axhline(0.1, color="grey", lw=0.6, ls="--")
     ax_curve.legend(fontsize=7)
     ax_final.set_xticks(range(len(conditions)))
     ax_final.set_xticklabels(conditions, rotation=20, fontsize=7)
-    ax_final.set_title("final accuracy per seed: train (open), test (filled, mean +- sd)")
+    ax_final.set_title("final accuracy per seed: train (open), test (filled, mean +- sd)", fontsize=10)
     ax_final.axhline(0.1, color="grey", lw=0.6, ls="--")
-    ax_proximity.set_title("proximity of layer 0 (mean over heads; 0 = uniform attention)")
+    ax_proximity.set_title("layer-0 proximity, mean over heads (0: uniform attention)", fontsize=10)
     ax_proximity.set_xlabel("update")
     ax_blind.set_yscale("log")
     ax_blind.set_title("|dL/da| along a f(j - i), mean over heads:\nlabel loss (solid), reconstruction loss (dotted)", fontsize=9)
     ax_blind.set_xlabel("update")
-    for ax in (ax_curve, ax_proximity, ax_blind):
+    ax_mass.set_title("attention mass against j - i, layer 0 (first row dashed, last solid)", fontsize=9)
+    ax_mass.set_xlabel("j - i")
+    ax_mass.set_yscale("log")
+    ax_mass.legend(fontsize=7)
+    ax_form.set_title("position-position form p_i W_Q^T W_K p_j against j - i, layer 0", fontsize=9)
+    ax_form.set_xlabel("j - i")
+    for ax in (ax_curve, ax_proximity, ax_blind, ax_mass, ax_form):
         ax.grid(alpha=0.3)
     finish(fig, args, "Self-pretraining on ListOps")
     def stat(v, digits=3):
