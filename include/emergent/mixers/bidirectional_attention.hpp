@@ -34,6 +34,7 @@
 #include "../core/shape.hpp"
 #include "../nn/linear.hpp"
 #include "attention_head_split.hpp"
+#include "dot_attention.hpp"
 #include "mixer.hpp"
 
 namespace emergent {
@@ -46,16 +47,12 @@ class BidirectionalAttention {
   static constexpr bool causal = false;
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
 
-  static constexpr auto layout = layout_of(std::array{
-      TensorSpec{"qkv.weight", 3 * D, D, true},
-      TensorSpec{"qkv.bias", 0, 3 * D, false, Init::linear, D},
-      TensorSpec{"out.weight", D, D, true},
-      TensorSpec{"out.bias", 0, D, false, Init::linear, D},
-  });
-  static constexpr std::size_t qkv_weight = offset_of(layout, "qkv.weight");
-  static constexpr std::size_t qkv_bias = offset_of(layout, "qkv.bias");
-  static constexpr std::size_t out_weight = offset_of(layout, "out.weight");
-  static constexpr std::size_t out_bias = offset_of(layout, "out.bias");
+  // DotAttention's tensors: a causal and a bidirectional model share checkpoints by name.
+  static constexpr auto layout = DotAttention<S, Real>::layout;
+  static constexpr std::size_t qkv_weight = DotAttention<S, Real>::qkv_weight;
+  static constexpr std::size_t qkv_bias = DotAttention<S, Real>::qkv_bias;
+  static constexpr std::size_t out_weight = DotAttention<S, Real>::out_weight;
+  static constexpr std::size_t out_bias = DotAttention<S, Real>::out_bias;
 
   struct Activations {
     Real* qkv = nullptr;      // [B*T, 3D]

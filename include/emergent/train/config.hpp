@@ -331,4 +331,17 @@ inline std::vector<std::string> config_differences(const nlohmann::json& a, cons
   return differences;
 }
 
+// A run folder's config.json against the config a resume was given (both without the fields
+// that may change on resume): an Error listing every difference.
+inline void require_same_run(const std::filesystem::path& config_path,
+                             const nlohmann::json& existing, const nlohmann::json& given) {
+  const std::vector<std::string> differences =
+      config_differences(existing, given, "config.json", "given");
+  std::string listed;
+  for (const std::string& d : differences) listed += "; " + d;
+  require(differences.empty(), config_path.string(),
+          "this run folder holds a run with another configuration" + listed +
+              ". Choose a new --out or delete the folder");
+}
+
 }  // namespace emergent

@@ -480,13 +480,7 @@ class SelfPretrainingRun {
       nlohmann::json existing = read_json_file(config_path), given = config_.json();
       for (const char* key : {"steps", "threads", "eval_examples"})
         existing.erase(key), given.erase(key);
-      const std::vector<std::string> differences =
-          config_differences(existing, given, "config.json", "given");
-      std::string listed;
-      for (const std::string& d : differences) listed += "; " + d;
-      require(differences.empty(), config_path.string(),
-              "this run folder holds a run with another configuration" + listed +
-                  ". Choose a new --out or delete the folder");
+      require_same_run(config_path, existing, given);
     }
     write_text_atomically(config_path, config_text + "\n");
     const auto checkpoint = latest_checkpoint(run_dir_);

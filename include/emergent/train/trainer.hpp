@@ -224,12 +224,7 @@ class RunTrainer {
           a.erase(key), b.erase(key);
       for (const Parameter& p : training_parameters())
         if (p.observation) a.erase(p.name), b.erase(p.name);
-      const std::vector<std::string> differences = config_differences(a, b, "config.json", "given");
-      std::string listed;
-      for (const std::string& d : differences) listed += "; " + d;
-      require(differences.empty(), config_path.string(),
-              "this run folder holds a run with another configuration" + listed +
-                  ". Choose a new --out or delete the folder");
+      require_same_run(config_path, a, b);
     }
     write_text_atomically(config_path, config_text + "\n");
     if (!checkpoint) {
