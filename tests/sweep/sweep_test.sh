@@ -30,7 +30,8 @@ for condition in 'ls "$dir"/B/runs/*/step_000010.safetensors > /dev/null 2>&1' \
   wait_for "$condition"
   kill -9 "$pid"
   wait "$pid" 2> /dev/null || true
-  sleep 0.5
+  # Its trainers die with it (PR_SET_PDEATHSIG); on a loaded machine that takes a moment.
+  for _ in $(seq 100); do pgrep -f "train --config $dir/B" > /dev/null || break; sleep 0.1; done
   if pgrep -f "train --config $dir/B" > /dev/null; then echo "a trainer outlived its sweep"; exit 1; fi
   "$cli" sweep status "$dir/B" > "$dir/status.txt"
   grep -Eq "8 runs: [0-7] done, 0 running, [1-8] left" "$dir/status.txt"
