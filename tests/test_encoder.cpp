@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "fixture_error.hpp"
+
 #ifndef EMERGENT_SOURCE_DIR
 #error "EMERGENT_SOURCE_DIR must be defined (CMakeLists.txt)"
 #endif
@@ -49,15 +51,7 @@ std::vector<T> as(const std::vector<float>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
 
-double relative_error(const std::vector<double>& ours, const std::vector<float>& theirs) {
-  REQUIRE(ours.size() == theirs.size());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < ours.size(); ++i) {
-    diff = std::max(diff, std::abs(ours[i] - double(theirs[i])));
-    scale = std::max(scale, std::abs(double(theirs[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
+using fixture_error::relative_error;
 
 template <class Real>
 void check_fixture(const std::string& name, bool train_positions, double tolerance) {

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "fixture_error.hpp"
 #include "mixer_suite.hpp"
 
 #ifndef EMERGENT_SOURCE_DIR
@@ -40,15 +41,7 @@ constexpr emergent::Shape kGoldenShape{
     .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 24, .max_len = 24};
 constexpr int kBatch = 2, kLength = 21;
 
-double relative_error(const std::vector<double>& ours, const std::vector<float>& theirs) {
-  REQUIRE(ours.size() == theirs.size());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < ours.size(); ++i) {
-    diff = std::max(diff, std::abs(ours[i] - double(theirs[i])));
-    scale = std::max(scale, std::abs(double(theirs[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
+using fixture_error::relative_error;
 
 template <class Real>
 std::vector<double> as_double(const std::vector<Real>& v) {

@@ -9,7 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <emergent/tasks/listops.hpp>
-#include <emergent/train/self_pretraining.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/self_pretraining_config.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>

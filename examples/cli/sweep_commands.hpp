@@ -35,7 +35,7 @@
 #include <emergent/io/text_file.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/run_lock.hpp>
-#include <emergent/train/self_pretraining.hpp>
+#include <emergent/train/self_pretraining_config.hpp>
 #include <filesystem>
 #include <map>
 #include <mutex>

@@ -164,12 +164,15 @@ class Encoder {
     Real *final_norm = nullptr, *final_mean = nullptr, *final_rstd = nullptr;
     Real *pooled = nullptr, *class_logits = nullptr, *class_probs = nullptr;  // [B,D] [B,C] [B,C]
     Real *token_logits = nullptr, *token_probs = nullptr;                     // [B*T, V]
+    Real *class_loss = nullptr, *class_correct = nullptr;  // [B] CE and argmax == label
+    Real *token_loss = nullptr, *token_correct = nullptr;  // [B*T] the same per position
     Real *d_residual = nullptr, *d_norm = nullptr, *d_pooled = nullptr;
     Real *d_class_logits = nullptr, *d_token_logits = nullptr;
     Real* d_from_head = nullptr;        // [B*T, D] the reconstruction head's part of d_norm
     Real* d_position_unused = nullptr;  // [T, D] where fixed positions' gradient goes
     Real* bias_pattern = nullptr;       // [T, T]
     std::vector<std::int32_t> tokens, labels, originals;
+    std::vector<std::int32_t> token_targets;  // originals with -1 read as 0 (its loss unused)
     std::vector<int> lengths;
     bool has_pattern = false;
     Real bias_strength = 0;
@@ -210,6 +213,10 @@ class Encoder {
       class_probs = arena_.take(static_cast<std::size_t>(batch) * C);
       token_logits = arena_.take(N * V);
       token_probs = arena_.take(N * V);
+      class_loss = arena_.take(static_cast<std::size_t>(batch));
+      class_correct = arena_.take(static_cast<std::size_t>(batch));
+      token_loss = arena_.take(N);
+      token_correct = arena_.take(N);
       d_residual = arena_.take(N * D);
       d_norm = arena_.take(N * D);
       d_pooled = arena_.take(static_cast<std::size_t>(batch) * D);
@@ -286,10 +293,10 @@ class Encoder {
         for (int d = 0; d < D; ++d) pooled[d] /= Real(n);
       }
       nn::linear_forward<Real>(ws.class_logits, ws.pooled, p + cls_w, p + cls_b, B, D, C);
-      std::vector<Real> ce(B), correct(B);
-      nn::cross_entropy_forward(ws.class_probs, ce.data(), correct.data(), ws.class_logits,
+      nn::cross_entropy_forward(ws.class_probs, ws.class_loss, ws.class_correct, ws.class_logits,
                                 ws.labels.data(), B, C);
-      for (int b = 0; b < B; ++b) out.label_loss += ce[b], out.label_accuracy += correct[b];
+      for (int b = 0; b < B; ++b)
+        out.label_loss += ws.class_loss[b], out.label_accuracy += ws.class_correct[b];
       out.label_loss /= B;
       out.label_accuracy /= B;
     }
@@ -297,15 +304,14 @@ class Encoder {
     if (!ws.originals.empty()) {
       nn::linear_forward<Real>(ws.token_logits, ws.final_norm, p + head_w, p + head_b,
                                static_cast<int>(N), D, V);
-      std::vector<std::int32_t> targets(N);
-      for (std::size_t n = 0; n < N; ++n) targets[n] = std::max(ws.originals[n], 0);
-      std::vector<Real> ce(N), correct(N);
-      nn::cross_entropy_forward(ws.token_probs, ce.data(), correct.data(), ws.token_logits,
-                                targets.data(), static_cast<std::int64_t>(N), V);
+      ws.token_targets.resize(N);
+      for (std::size_t n = 0; n < N; ++n) ws.token_targets[n] = std::max(ws.originals[n], 0);
+      nn::cross_entropy_forward(ws.token_probs, ws.token_loss, ws.token_correct, ws.token_logits,
+                                ws.token_targets.data(), static_cast<std::int64_t>(N), V);
       for (std::size_t n = 0; n < N; ++n)
         if (ws.originals[n] >= 0) {
-          out.reconstruction_loss += ce[n];
-          out.reconstruction_accuracy += correct[n];
+          out.reconstruction_loss += ws.token_loss[n];
+          out.reconstruction_accuracy += ws.token_correct[n];
           ++ws.masked;
         }
       if (ws.masked > 0) {

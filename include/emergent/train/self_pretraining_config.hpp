@@ -1,0 +1,93 @@
+// The settings of a self-pretraining run (train/self_pretraining.hpp), declared once, and their
+// checks: what the command line and the sweep runner need without the model behind them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../experiment/parameters.hpp"
+#include "../tasks/listops.hpp"
+
+namespace emergent {
+
+// Every setting of a self-pretraining run, declared once: config.json keys, CLI flags, sweep
+// axes. The ListOps bounds default to a CPU-sized task (lengths 100-500; LRA's are 500-2,000).
+inline const std::vector<Parameter>& self_pretraining_parameters() {
+  static const std::vector<Parameter> parameters = [] {
+    std::vector<Parameter> p = {
+        text("task", "listops", {"listops"}, "the task (self-pretraining runs are on ListOps)")};
+    for (const Parameter& q : ListOps::parameters()) p.push_back(q);
+    for (Parameter& q : p) {
+      if (q.name == "min_length") q.default_value = 100;
+      if (q.name == "max_length") q.default_value = 500;
+    }
+    const std::vector<Parameter> rest = {
+        integer("data_seed", 0, between(0, 4e18),
+                "draws the train and test sets (the same for every seed)"),
+        integer("train_examples", 10000, at_least(1), "size of the training set"),
+        integer("test_examples", 1000, at_least(1), "size of the test set"),
+        integer("eval_examples", 500, at_least(1),
+                "examples of each set evaluated per metrics row"),
+        integer("d_model", 64, at_least(1), "residual width D"),
+        integer("heads", 4, at_least(1), "attention heads"),
+        integer("layers", 2, at_least(1), "encoder layers"),
+        integer("d_ff", 128, at_least(1), "MLP hidden width"),
+        integer("max_len", 512, at_least(1), "positions of the model (> max_length - 1)"),
+        text("positions", "sinusoidal", {"sinusoidal", "learned"},
+             "absolute positions: fixed sinusoids or a learned table"),
+        integer("seed", 0, between(0, 4e18), "init, batches and masks"),
+        integer("steps", 4000, at_least(1), "total updates (both stages)"),
+        integer("pretrain_steps", 0, at_least(0),
+                "updates of masked reconstruction first (0: supervised only)"),
+        integer("batch", 32, at_least(1), "sequences per update"),
+        real("pretrain_lr", 1e-3, above(0), "peak lr of the reconstruction stage"),
+        real("lr", 5e-4, above(0), "peak lr of the label stage"),
+        integer("warmup_steps", 100, at_least(0), "linear warmup at the start of each stage"),
+        real("weight_decay", 0.01, at_least(0), "AdamW decoupled weight decay (matrices)"),
+        real("max_grad_norm", 1.0, at_least(0), "global gradient-norm clip (0: off)"),
+        real("mask_rate", 0.1, between(0, 1), "share of real tokens masked (Amos et al.: 10%)"),
+        text("warm_start", "", {}, "checkpoint (.safetensors) to start from (\"\": none)"),
+        text("take", "all", {"all", "qk", "all_but_qk"},
+             "tensors taken from warm_start: all, the query-key projections, or all but them"),
+        real("proximity_bias", 0, Range{}, "fixed bias c f(j - i) on every score, f(o) = -|o|"),
+        integer("learn_slopes", 0, between(0, 1), "1: a learned per-head slope on f (from 0)"),
+        integer("eval_every", 100, at_least(1), "steps between metrics rows"),
+        integer("checkpoint_every", 500, at_least(1), "steps between checkpoints"),
+        integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)"),
+    };
+    p.insert(p.end(), rest.begin(), rest.end());
+    return p;
+  }();
+  return parameters;
+}
+
+// A config from a flat object of declared names, checked (names the field at fault).
+inline ParameterValues resolve_self_pretraining(const nlohmann::json& given,
+                                                const std::string& where) {
+  require(given.is_object(), where, "expected a JSON object of settings");
+  const std::vector<Parameter>& declared = self_pretraining_parameters();
+  for (const auto& [key, value] : given.items())
+    require(
+        find_parameter(declared, key) != nullptr, where,
+        "unknown field '" + key + "' (self-pretraining takes: " + parameter_names(declared) + ")");
+  const ParameterValues v(declared, given, where);
+  ListOps(int(v.integer("min_length")), int(v.integer("max_length")), int(v.integer("max_depth")),
+          int(v.integer("max_args")));  // checks the bounds
+  require(v.integer("max_len") >= v.integer("max_length") - 1, where,
+          "field 'max_len' = " + std::to_string(v.integer("max_len")) +
+              " is not allowed: sequences up to max_length - 1 = " +
+              std::to_string(v.integer("max_length") - 1) + " tokens need max_len >= that");
+  require(v.integer("pretrain_steps") <= v.integer("steps"), where,
+          "field 'pretrain_steps' = " + std::to_string(v.integer("pretrain_steps")) +
+              " is not allowed: at most steps = " + std::to_string(v.integer("steps")));
+  require(v.integer("d_model") % v.integer("heads") == 0, where,
+          "field 'heads' = " + std::to_string(v.integer("heads")) +
+              " is not allowed: it must divide d_model = " + std::to_string(v.integer("d_model")));
+  require(v.text("take") == "all" || !v.text("warm_start").empty(), where,
+          "field 'take' = \"" + v.text("take") + "\" needs a warm_start checkpoint");
+  return v;
+}
+
+}  // namespace emergent
