@@ -14,6 +14,8 @@ packages=(
   libcli11-dev                # command lines of the programs (header-only)
   libtomlplusplus-dev         # sweep files in TOML (used header-only)
   libbenchmark-dev            # Google Benchmark
+  libthrust-dev               # Thrust (header-only): the device code of include/emergent/cuda/ on
+                              # its OpenMP system, where no CUDA toolkit brings a newer one
   python3-matplotlib python3-numpy  # scripts/plot.py
 )
 

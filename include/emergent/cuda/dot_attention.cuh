@@ -1,0 +1,184 @@
+// mixers/dot_attention.hpp on the device, for an ensemble: causal multi-head attention with the
+// additive bias c P on the scores.
+//
+//   qkv = x W_qkv^T + b_qkv;  per head: S = q k^T / sqrt(d_head) + c P (keys j <= i),
+//   A = softmax(S), o = A v;  y = concat_h(o) W_out^T + b_out
+//
+// The heads of every sequence of every member are G = E * B * H independent problems: their
+// q, k, v are copied into contiguous [G, T, d_head] blocks (as attention_head_split.hpp does on
+// the CPU) so that each product is one strided-batched GEMM over all of them, on cuBLAS or
+// Eigen. The GEMMs compute the whole T x T score block; the softmax writes exact zeros above the
+// diagonal, so the masked half adds nothing to A v, A^T dO or dS.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "../mixers/dot_attention.hpp"
+#include "device_system.cuh"
+#include "gemm.cuh"
+#include "linear.cuh"
+
+namespace emergent::cuda {
+
+// Where one layer's attention keeps its activations (device pointers; [G, T, dh] blocks have
+// N * D values, N = E * B * T tokens, G = E * B * H).
+struct AttentionActivations {
+  float* qkv;    // [N, 3D]
+  float* q;      // [G, T, dh]
+  float* k;      // [G, T, dh]
+  float* v;      // [G, T, dh]
+  float* att;    // [G, T, T] softmax probabilities, zero above the diagonal
+  float* heads;  // [N, D] concatenated head outputs
+};
+
+// Backward scratch, shared by the layers.
+struct AttentionScratch {
+  float* head_block;  // [G, T, dh] o in the forward, dO in the backward
+  float* d_att;       // [G, T, T] dA, then dS
+  float* d_q;         // [G, T, dh]
+  float* d_k;
+  float* d_v;
+  float* d_heads;     // [N, D]
+  float* d_qkv;       // [N, 3D]
+};
+
+// Where DotAttention<S> keeps its tensors, from the start of its parameters.
+struct DotAttentionOffsets {
+  std::size_t qkv_weight, qkv_bias, out_weight, out_bias;
+};
+template <Shape S>
+constexpr DotAttentionOffsets dot_attention_offsets() {
+  using Mixer = DotAttention<S, float>;
+  return {Mixer::qkv_weight, Mixer::qkv_bias, Mixer::out_weight, Mixer::out_bias};
+}
+
+// Sizes, and where the parameters lie.
+struct AttentionGeometry {
+  int members, batch, length, d_model, heads;
+  std::int64_t param_stride;
+  DotAttentionOffsets offsets;
+  std::int64_t tokens() const { return std::int64_t(members) * batch * length; }
+  std::int64_t problems() const { return std::int64_t(members) * batch * heads; }
+  int d_head() const { return d_model / heads; }
+};
+
+namespace attention_detail {
+
+// dst[g, t, d] <- src[(g / H) * T + t, column + (g % H) * dh + d] for `width`-wide rows of src
+inline void split_heads(float* dst, const float* src, int width, int column,
+                        const AttentionGeometry& at) {
+  const int T = at.length, H = at.heads, dh = at.d_head();
+  for_each_index(at.tokens() * at.d_model, [=] EMERGENT_HD(std::int64_t i) {
+    const std::int64_t g = i / (std::int64_t(T) * dh);
+    const std::int64_t t = (i / dh) % T;
+    const int d = int(i % dh);
+    dst[i] = src[((g / H) * T + t) * width + column + (g % H) * dh + d];
+  });
+}
+
+// dst[(g / H) * T + t, column + (g % H) * dh + d] <- src[g, t, d]
+inline void merge_heads(float* dst, const float* src, int width, int column,
+                        const AttentionGeometry& at) {
+  const int T = at.length, H = at.heads, dh = at.d_head(), D = at.d_model;
+  for_each_index(at.tokens() * D, [=] EMERGENT_HD(std::int64_t i) {
+    const std::int64_t row = i / D;
+    const int c = int(i % D), h = c / dh, d = c % dh;
+    const std::int64_t g = (row / T) * H + h, t = row % T;
+    dst[row * width + column + c] = src[(g * T + t) * dh + d];
+  });
+}
+
+}  // namespace attention_detail
+
+// Scores in att are scaled already; adds c P, softmax over keys j <= i, zeros above.
+inline void causal_softmax(float* att, const float* bias_pattern, float bias_strength,
+                           std::int64_t problems, int length) {
+  const int T = length;
+  for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {
+    const int i = int(r % T);
+    float* row = att + r * T;
+    float max = -INFINITY;
+    for (int j = 0; j <= i; ++j) {
+      if (bias_pattern) row[j] += bias_strength * bias_pattern[std::int64_t(i) * T + j];
+      max = row[j] > max ? row[j] : max;
+    }
+    float sum = 0;
+    for (int j = 0; j <= i; ++j) {
+      row[j] = expf(row[j] - max);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j <= i; ++j) row[j] *= inv;
+    for (int j = i + 1; j < T; ++j) row[j] = 0.0f;
+  });
+}
+
+// d_att (dA on entry, dS on return) = A (dA - rowsum(A dA)) scale
+inline void softmax_backward(float* d_att, const float* att, float scale, std::int64_t problems,
+                             int length) {
+  const int T = length;
+  for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {
+    const int i = int(r % T);
+    const float* a = att + r * T;
+    float* ds = d_att + r * T;
+    float row_dot = 0;
+    for (int j = 0; j <= i; ++j) row_dot += a[j] * ds[j];
+    for (int j = 0; j <= i; ++j) ds[j] = a[j] * (ds[j] - row_dot) * scale;
+    for (int j = i + 1; j < T; ++j) ds[j] = 0.0f;
+  });
+}
+
+// y[N, D] <- x[N, D]; p: the mixer's parameters of member 0 (member e at + e * param_stride),
+// laid out as at.offsets says.
+inline void dot_attention_forward(const float* p, const float* x, float* y,
+                           const AttentionActivations& a, const AttentionScratch& s,
+                           const float* bias_pattern, float bias_strength,
+                           const AttentionGeometry& at) {
+  const DotAttentionOffsets& offsets = at.offsets;
+  const int D = at.d_model, T = at.length, dh = at.d_head();
+  const std::int64_t G = at.problems(), P = at.param_stride;
+  linear_forward(a.qkv, x, p + offsets.qkv_weight, p + offsets.qkv_bias, P, at.members,
+                 at.batch * std::int64_t(T), D, 3 * D);
+  attention_detail::split_heads(a.q, a.qkv, 3 * D, 0, at);
+  attention_detail::split_heads(a.k, a.qkv, 3 * D, D, at);
+  attention_detail::split_heads(a.v, a.qkv, 3 * D, 2 * D, at);
+  const std::int64_t block = std::int64_t(T) * dh, square = std::int64_t(T) * T;
+  gemm_strided_batched(T, T, dh, 1.0f / std::sqrt(float(dh)), {a.q, dh, block},
+                       {a.k, dh, block, Op::T}, 0.0f, a.att, T, square, G);
+  causal_softmax(a.att, bias_strength != 0 ? bias_pattern : nullptr, bias_strength, G, T);
+  gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square}, {a.v, dh, block}, 0.0f, s.head_block,
+                       dh, block, G);
+  attention_detail::merge_heads(a.heads, s.head_block, D, 0, at);
+  linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
+                 at.batch * std::int64_t(T), D, D);
+}
+
+// dx[N, D] = dL/dx (overwritten); grads g (same layout as p) += dL/dparams
+inline void dot_attention_backward(const float* p, float* g, const float* x, const float* dy,
+                                   float* dx, const AttentionActivations& a,
+                                   const AttentionScratch& s, const AttentionGeometry& at) {
+  const DotAttentionOffsets& offsets = at.offsets;
+  const int D = at.d_model, T = at.length, dh = at.d_head();
+  const std::int64_t G = at.problems(), P = at.param_stride, rows = at.batch * std::int64_t(T);
+  linear_backward(s.d_heads, g + offsets.out_weight, g + offsets.out_bias, dy, a.heads,
+                  p + offsets.out_weight, P, at.members, rows, D, D);
+  attention_detail::split_heads(s.head_block, s.d_heads, D, 0, at);  // dO
+  const std::int64_t block = std::int64_t(T) * dh, square = std::int64_t(T) * T;
+  gemm_strided_batched(T, T, dh, 1.0f, {s.head_block, dh, block}, {a.v, dh, block, Op::T}, 0.0f,
+                       s.d_att, T, square, G);
+  softmax_backward(s.d_att, a.att, 1.0f / std::sqrt(float(dh)), G, T);
+  gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square}, {a.k, dh, block}, 0.0f, s.d_q, dh,
+                       block, G);
+  gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square, Op::T}, {a.q, dh, block}, 0.0f, s.d_k,
+                       dh, block, G);
+  gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square, Op::T}, {s.head_block, dh, block}, 0.0f,
+                       s.d_v, dh, block, G);
+  attention_detail::merge_heads(s.d_qkv, s.d_q, 3 * D, 0, at);
+  attention_detail::merge_heads(s.d_qkv, s.d_k, 3 * D, D, at);
+  attention_detail::merge_heads(s.d_qkv, s.d_v, 3 * D, 2 * D, at);
+  linear_backward(dx, g + offsets.qkv_weight, g + offsets.qkv_bias, s.d_qkv, x,
+                  p + offsets.qkv_weight, P, at.members, rows, D, 3 * D);
+}
+
+}  // namespace emergent::cuda

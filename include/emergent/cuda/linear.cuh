@@ -1,0 +1,47 @@
+// nn/linear.hpp on the device, for an ensemble: y = x W^T + b, W stored [out, in]. Member e's
+// W and b start at `+ e * param_stride`; its rows of x and y at `+ e * rows * in` and
+// `+ e * rows * out`. The products are one strided-batched GEMM over the members (gemm.cuh).
+#pragma once
+
+#include <cstdint>
+
+#include "device_system.cuh"
+#include "gemm.cuh"
+
+namespace emergent::cuda {
+
+// y[E*rows, out] = x[E*rows, in] W^T + b; b may be null
+inline void linear_forward(float* y, const float* x, const float* w, const float* b,
+                           std::int64_t param_stride, int members, std::int64_t rows, int in,
+                           int out) {
+  float beta = 0;
+  if (b) {
+    for_each_index(members * rows * out, [=] EMERGENT_HD(std::int64_t i) {
+      y[i] = b[(i / (rows * out)) * param_stride + i % out];
+    });
+    beta = 1;
+  }
+  gemm_strided_batched(int(rows), out, in, 1.0f, {x, in, rows * in}, {w, in, param_stride, Op::T},
+                       beta, y, out, rows * out, members);
+}
+
+// dx = dy W (overwritten; skipped when dx is null); dW += dy^T x; db += sum_rows dy (row order)
+inline void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                            const float* w, std::int64_t param_stride, int members,
+                            std::int64_t rows, int in, int out) {
+  if (db)
+    for_each_index(std::int64_t(members) * out, [=] EMERGENT_HD(std::int64_t i) {
+      const std::int64_t e = i / out;
+      const int o = int(i % out);
+      float sum = db[e * param_stride + o];
+      for (std::int64_t n = e * rows; n < (e + 1) * rows; ++n) sum += dy[n * out + o];
+      db[e * param_stride + o] = sum;
+    });
+  if (dx)
+    gemm_strided_batched(int(rows), in, out, 1.0f, {dy, out, rows * out}, {w, in, param_stride},
+                         0.0f, dx, in, rows * in, members);
+  gemm_strided_batched(out, in, int(rows), 1.0f, {dy, out, rows * out, Op::T}, {x, in, rows * in},
+                       1.0f, dw, in, param_stride, members);
+}
+
+}  // namespace emergent::cuda

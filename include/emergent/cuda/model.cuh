@@ -1,0 +1,214 @@
+// model/model.hpp's Model<DotAttention, S> on the device, for an ensemble of E members of one
+// shape trained in lockstep: every op is one set of launches over all members (one grid over
+// members x rows; strided-batched GEMMs over members, and over members x sequences x heads in
+// the attention).
+//
+// Member e's parameters, gradients and AdamW moments are values [e * P, (e + 1) * P) of one
+// device buffer each, laid out exactly as the CPU's Model lays out its one buffer (the offsets
+// below are Model's own constants), so a member's slice is a CPU checkpoint and back.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "../mixers/dot_attention.hpp"
+#include "../model/model.hpp"
+#include "../nn/mlp.hpp"
+#include "cross_entropy.cuh"
+#include "device_system.cuh"
+#include "dot_attention.cuh"
+#include "embedding.cuh"
+#include "gelu.cuh"
+#include "layernorm.cuh"
+#include "linear.cuh"
+
+namespace emergent::cuda {
+
+// y += x
+inline void add_into(float* y, const float* x, std::int64_t count) {
+  for_each_index(count, [=] EMERGENT_HD(std::int64_t i) { y[i] += x[i]; });
+}
+
+template <Shape S>
+class EnsembleModel {
+ public:
+  using Cpu = Model<DotAttention, S, float>;  // the layout, and the CPU twin tests compare with
+  using Blocks = typename Cpu::Blocks;
+  using Mlp = GeluMlp<S, float>;
+  static constexpr int V = S.vocab, D = S.d_model, H = S.heads, F = S.d_ff, L = S.layers;
+  static constexpr std::size_t P = Cpu::parameter_count;
+
+  EnsembleModel(int members, int batch, int length)
+      : members_(members), batch_(batch), length_(length) {
+    require(members >= 1 && batch >= 1, "EnsembleModel", "members and batch must be at least 1");
+    require(length >= 1 && length <= S.max_len, "EnsembleModel",
+            "length " + std::to_string(length) + " is outside [1, max_len = " +
+                std::to_string(S.max_len) + "] of this Shape");
+    const std::size_t N = tokens(), G = std::size_t(members) * batch * H;
+    const std::size_t square = G * length * length;
+    params.resize(P * members);
+    grads.resize(P * members);
+    inputs.resize(N);
+    targets.resize(N);
+    loss_weights.resize(length);
+    bias_pattern.resize(std::size_t(length) * length);
+    for (auto& r : residual_) r.resize(N * D);
+    for (Layer& a : layers_) {
+      for (auto* v : {&a.norm1, &a.residual_mid, &a.norm2, &a.q, &a.k, &a.v, &a.heads})
+        v->resize(N * D);
+      for (auto* v : {&a.mean1, &a.rstd1, &a.mean2, &a.rstd2}) v->resize(N);
+      a.qkv.resize(N * 3 * D);
+      a.att.resize(square);
+      a.fc.resize(N * F);
+      a.gelu.resize(N * F);
+    }
+    for (auto* v : {&final_norm_, &d_residual_, &d_norm_, &head_block_, &d_q_, &d_k_, &d_v_,
+                    &d_heads_})
+      v->resize(N * D);
+    for (auto* v : {&final_mean_, &final_rstd_, &token_loss_, &token_correct_}) v->resize(N);
+    logits_.resize(N * V);
+    probs_.resize(N * V);
+    d_logits_.resize(N * V);
+    d_att_.resize(square);
+    d_qkv_.resize(N * 3 * D);
+    d_hidden_.resize(N * F);
+    means_.resize(members);
+  }
+
+  int members() const { return members_; }
+  int batch() const { return batch_; }
+  int length() const { return length_; }
+  std::size_t tokens() const { return std::size_t(members_) * batch_ * length_; }
+
+  // Device buffers the caller fills: parameters [E * P], tokens [E, B, T], loss weights [T],
+  // the bias pattern [T, T] (read when the bias strength is not 0).
+  DeviceVector<float> params, grads;
+  DeviceVector<std::int32_t> inputs, targets;
+  DeviceVector<float> loss_weights, bias_pattern;
+
+  // Each member's weighted loss; keeps what backward needs.
+  std::vector<double> forward(float bias_strength) {
+    const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
+    const float* p = raw(params);
+    bias_strength_ = bias_strength;
+    embedding_forward(raw(residual_[0]), raw(inputs), p + Cpu::tok, p + Cpu::pos, P, members_,
+                      batch_, length_, D);
+    for (int l = 0; l < L; ++l) {
+      Layer& a = layers_[l];
+      const float* pl = p + Cpu::layer_offset(l);
+      const float* pn = p + Cpu::norm2_offset(l);
+      const float* pc = p + Cpu::channel_offset(l);
+      layernorm_forward(raw(a.norm1), raw(a.mean1), raw(a.rstd1), raw(residual_[l]),
+                        pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
+      dot_attention_forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
+                               attention(a), scratch(), raw(bias_pattern), bias_strength,
+                               geometry());
+      add_into(raw(a.residual_mid), raw(residual_[l]), N * D);
+      layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
+                        pn + Blocks::ln2_w, pn + Blocks::ln2_b, P, members_, rows, D);
+      linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, pc + Mlp::fc_bias, P, members_,
+                     rows, D, F);
+      gelu_forward(raw(a.gelu), raw(a.fc), N * F);
+      linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight,
+                     pc + Mlp::proj_bias, P, members_, rows, F, D);
+      add_into(raw(residual_[l + 1]), raw(a.residual_mid), N * D);
+    }
+    layernorm_forward(raw(final_norm_), raw(final_mean_), raw(final_rstd_), raw(residual_[L]),
+                      p + Cpu::lnf_w, p + Cpu::lnf_b, P, members_, rows, D);
+    linear_forward(raw(logits_), raw(final_norm_), p + Cpu::head_w, nullptr, P, members_, rows, D,
+                   V);
+    cross_entropy_forward(raw(probs_), raw(token_loss_), raw(token_correct_), raw(logits_),
+                          raw(targets), N, V);
+    return weighted_loss(loss_weights);
+  }
+
+  // Each member's mean per-token loss (or accuracy) of the last forward under weights [T].
+  std::vector<double> weighted_loss(const DeviceVector<float>& weights) {
+    return weighted_means(token_loss_, weights);
+  }
+  std::vector<double> weighted_accuracy(const DeviceVector<float>& weights) {
+    return weighted_means(token_correct_, weights);
+  }
+
+  // grads += dL/dparams of the last forward's loss, for every member.
+  void backward() {
+    const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
+    const float* p = raw(params);
+    float* g = raw(grads);
+    double weight_sum = 0;
+    for (float w : copy_to_host(loss_weights)) weight_sum += w;
+    const float scale = weight_sum > 0 ? float(1.0 / (batch_ * weight_sum)) : 0.0f;
+    cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
+                           length_, V, scale);
+    linear_backward(raw(d_norm_), g + Cpu::head_w, nullptr, raw(d_logits_), raw(final_norm_),
+                    p + Cpu::head_w, P, members_, rows, D, V);
+    thrust::fill(d_residual_.begin(), d_residual_.end(), 0.0f);
+    layernorm_backward(raw(d_residual_), g + Cpu::lnf_w, g + Cpu::lnf_b, raw(d_norm_),
+                       raw(residual_[L]), raw(final_mean_), raw(final_rstd_), p + Cpu::lnf_w, P,
+                       members_, rows, D);
+    for (int l = L - 1; l >= 0; --l) {
+      Layer& a = layers_[l];
+      const std::size_t lo = Cpu::layer_offset(l), no = Cpu::norm2_offset(l),
+                        co = Cpu::channel_offset(l), mo = Cpu::mixer_offset(l);
+      linear_backward(raw(d_hidden_), g + co + Mlp::proj_weight, g + co + Mlp::proj_bias,
+                      raw(d_residual_), raw(a.gelu), p + co + Mlp::proj_weight, P, members_, rows,
+                      F, D);
+      gelu_backward(raw(d_hidden_), raw(d_hidden_), raw(a.fc), N * F);
+      linear_backward(raw(d_norm_), g + co + Mlp::fc_weight, g + co + Mlp::fc_bias,
+                      raw(d_hidden_), raw(a.norm2), p + co + Mlp::fc_weight, P, members_, rows, D,
+                      F);
+      layernorm_backward(raw(d_residual_), g + no + Blocks::ln2_w, g + no + Blocks::ln2_b,
+                         raw(d_norm_), raw(a.residual_mid), raw(a.mean2), raw(a.rstd2),
+                         p + no + Blocks::ln2_w, P, members_, rows, D);
+      dot_attention_backward(p + mo, g + mo, raw(a.norm1), raw(d_residual_), raw(d_norm_),
+                                attention(a), scratch(), geometry());
+      layernorm_backward(raw(d_residual_), g + lo + Blocks::ln1_w, g + lo + Blocks::ln1_b,
+                         raw(d_norm_), raw(residual_[l]), raw(a.mean1), raw(a.rstd1),
+                         p + lo + Blocks::ln1_w, P, members_, rows, D);
+    }
+    embedding_backward(g + Cpu::tok, g + Cpu::pos, raw(d_residual_), raw(inputs), P, members_, V,
+                       batch_, length_, D);
+  }
+
+  void zero_gradients() { thrust::fill(grads.begin(), grads.end(), 0.0f); }
+
+  // Layer l's attention probabilities [E, B, H, T, T] of the last forward.
+  const DeviceVector<float>& attention_probabilities(int l) const { return layers_[l].att; }
+
+ private:
+  struct Layer {
+    DeviceVector<float> norm1, mean1, rstd1, qkv, q, k, v, att, heads, residual_mid;
+    DeviceVector<float> norm2, mean2, rstd2, fc, gelu;
+  };
+
+  AttentionGeometry geometry() const {
+    return {members_, batch_, length_, D, H, std::int64_t(P), dot_attention_offsets<S>()};
+  }
+  AttentionActivations attention(Layer& a) {
+    return {raw(a.qkv), raw(a.q), raw(a.k), raw(a.v), raw(a.att), raw(a.heads)};
+  }
+  AttentionScratch scratch() {
+    return {raw(head_block_), raw(d_att_), raw(d_q_), raw(d_k_), raw(d_v_), raw(d_heads_),
+            raw(d_qkv_)};
+  }
+
+  std::vector<double> weighted_means(const DeviceVector<float>& values,
+                                     const DeviceVector<float>& weights) {
+    weighted_member_means(raw(means_), raw(values), raw(weights), members_, batch_, length_);
+    return copy_to_host(means_);
+  }
+
+  int members_, batch_, length_;
+  float bias_strength_ = 0;
+  std::array<DeviceVector<float>, L + 1> residual_;
+  std::array<Layer, L> layers_;
+  DeviceVector<float> final_norm_, final_mean_, final_rstd_, logits_, probs_, token_loss_,
+      token_correct_;
+  DeviceVector<float> d_residual_, d_norm_, d_logits_, head_block_, d_att_, d_q_, d_k_, d_v_,
+      d_heads_, d_qkv_, d_hidden_;
+  DeviceVector<double> means_;
+};
+
+}  // namespace emergent::cuda
