@@ -2,6 +2,10 @@
 // held-out losses. The flags are the declared parameters (train/config.hpp), one per name:
 //   emergent train --task linear-map --S 16 --s 3 --steps 10000 --lr 1e-3 --out runs/NAME
 //   emergent train --config runs/OTHER/config.json --seed 4 --out runs/NAME
+//   emergent train ... --seeds 0-15 --out runs/NAME          runs/NAME/seed_<n>, one at a time
+//   emergent train ... --seeds 0-15 --backend cuda --out runs/NAME   the same, as one ensemble on
+//       the GPU (--backend thrust-omp: the same device code on the CPU's cores), run by the
+//       build's emergent_ensemble_<backend> (examples/device/ensemble.cpp)
 //   emergent eval --checkpoint runs/NAME/step_010000.safetensors [--batch 256] [--write-batch F]
 // A (mixer, shape) that is not in the prebuilt registry is compiled on demand into a cached
 // program (cli/shape_compiler.hpp), which then runs the same command line.
@@ -18,6 +22,7 @@
 
 #include "../registry/registry.hpp"
 #include "../registry/run_entry.hpp"
+#include "../registry/seed_list.hpp"
 #include "shape_compiler.hpp"
 
 namespace emergent::cli {
@@ -71,8 +76,15 @@ class TrainCommands {
       train_->add_option(p.flag(), written_[p.name], help);
       parameters_.push_back(p);
     }
-    train_->add_option("--out", out_, "run folder")->required();
+    train_->add_option("--out", out_, "run folder (with --seeds: the folder of seed_<n> folders)")
+        ->required();
     train_->add_flag("--quiet", quiet_, "no progress line");
+    train_->add_option("--seeds", seeds_, "train these seeds, each into --out/seed_<n>: 0-15, 1,4,9");
+    train_->add_option("--backend", backend_,
+                       "cpu (one run at a time), cuda or thrust-omp (the seeds as one ensemble on "
+                       "the device code; dot_attention only)")
+        ->check(CLI::IsMember({"cpu", "cuda", "thrust-omp"}))
+        ->capture_default_str();
 
     eval_ = app.add_subcommand("eval", "losses of a checkpoint on a deterministic held-out batch");
     eval_->add_option("--checkpoint", checkpoint_, "step_NNNNNN.safetensors of a run")->required();
@@ -88,9 +100,15 @@ class TrainCommands {
     if (train_->parsed()) {
       TrainConfig c = resolve_config(given(), "command line");
       resolve_max_len(c);
+      if (backend_ != "cpu") run_on_device(c);
       const ShapeEntry* entry = find_compiled(c.mixer, c.shape);
       if (!entry) run_compiled_shape(c.mixer, c.shape, argc, argv);
-      print_summary(train_entry(*entry, c, out_, !quiet_));
+      if (seeds_.empty()) return print_summary(train_entry(*entry, c, out_, !quiet_));
+      for (std::uint64_t seed : parse_seed_list(seeds_, "--seeds")) {
+        c.seed = seed;
+        std::printf("seed %llu: ", (unsigned long long)seed);
+        print_summary(train_entry(*entry, c, seed_run_folder(out_, seed), !quiet_));
+      }
     } else {
       const SafetensorsFile file(checkpoint_);
       const auto it = file.metadata().find("config");
@@ -142,6 +160,31 @@ class TrainCommands {
     exec_program(program, argc, argv);
   }
 
+  // The seeds as one ensemble on the device backend: the build's emergent_ensemble_<backend>,
+  // beside this program, with the resolved config in --out. Does not return.
+  [[noreturn]] void run_on_device(const TrainConfig& c) const {
+    require(!seeds_.empty(), "--backend " + backend_,
+            "trains the seeds of a config as one ensemble: give --seeds (e.g. 0-15)");
+    parse_seed_list(seeds_, "--seeds");  // one clear line before anything is written
+    std::string name = "emergent_ensemble_" + backend_;
+    std::replace(name.begin(), name.end(), '-', '_');
+    const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe")
+                                              .parent_path() / name;
+    require(std::filesystem::exists(program), program.string(),
+            "does not exist: this build has no " + backend_ +
+                " backend (cuda needs nvcc at configure time)");
+    std::filesystem::create_directories(out_);
+    const std::filesystem::path config = std::filesystem::path(out_) / "ensemble-config.json";
+    write_text_atomically(config, to_json(c).dump(2) + "\n");
+    std::vector<std::string> args = {program.string(), "--config", config.string(),
+                                     "--seeds",        seeds_,          "--out",
+                                     out_};
+    if (quiet_) args.push_back("--quiet");
+    std::vector<char*> raw;
+    for (std::string& a : args) raw.push_back(a.data());
+    exec_program(program, int(raw.size()), raw.data());
+  }
+
   static void print_summary(const RunSummary& s) {
     std::printf(
         "steps %lld  loss %.4f  emergence metric %.4f  emergence_step %s  midpoint_step %s  "
@@ -160,7 +203,7 @@ class TrainCommands {
   CLI::App* eval_ = nullptr;
   std::vector<Parameter> parameters_;
   std::map<std::string, std::string> written_;
-  std::string config_file_, out_, checkpoint_, write_batch_;
+  std::string config_file_, out_, checkpoint_, write_batch_, seeds_, backend_ = "cpu";
   bool quiet_ = false;
   int eval_batch_ = 256;
 };

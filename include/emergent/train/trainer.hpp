@@ -45,38 +45,10 @@
 #include "checkpoint.hpp"
 #include "compiled_model.hpp"
 #include "config.hpp"
-#include "metrics_file.hpp"
+#include "run_folder.hpp"
 #include "run_lock.hpp"
 
 namespace emergent {
-
-// Emergence is read off the trailing mean of `kSmoothingRows` logged rows of the task's metric
-// (analysis/emergence.hpp), with thresholds each task declares (tasks/task.hpp) so that they
-// mean the same thing for every task:
-//   emergence_step: the metric leaves the plateau (chance level): the abrupt drop begins. The
-//                   steps before it are the paper's plateau length.
-//   midpoint_step:  halfway from chance to zero;  solved_step: close to the floor.
-// A threshold never reached leaves the run censored.
-inline constexpr int kSmoothingRows = 5;
-
-struct RunSummary {
-  std::int64_t steps_done = 0;
-  double final_loss = 0, final_metric = 0;  // smoothed loss and emergence metric at the end
-  std::optional<std::int64_t> emergence_step, midpoint_step, solved_step;
-  EvalResult eval;
-  double wall_seconds = 0;
-};
-
-// The attention fields of a metrics row or summary: none for a mixer without attention.
-inline nlohmann::json to_json(const AttentionAnalysis& a) {
-  if (!a.available) return nlohmann::json::object();
-  return {{"attention_entropy", a.entropy},
-          {"attention_head_iou", a.head_iou},
-          {"attention_head_iou_chance", a.head_iou_chance},
-          {"attention_iou", a.iou},
-          {"attention_iou_chance", a.iou_chance},
-          {"attention_iou_above_chance", a.iou_above_chance}};
-}
 
 // Trains one run of a compiled model (train/compiled_model.hpp). Trainer<Net> below is the
 // same for a model type known at compile time.
@@ -112,8 +84,8 @@ class RunTrainer {
             "cannot be the run folder (" + (error ? error.message() : std::string("not a folder")) +
                 "); choose another --out");
     const RunLock lock(run_dir_);
-    const std::string config_text = to_json(config_).dump(2);
-    std::int64_t start_step = prepare_run_folder(config_text);
+    const std::string config_text = check_and_write_config(run_dir_, config_);
+    std::int64_t start_step = prepare_run_folder();
 
     const SequenceTask& task = *setup_.task;
     const int B = batch_, T = task.length();
@@ -134,8 +106,7 @@ class RunTrainer {
     auto last_progress = started;
     std::int64_t step = start_step;
     // A run that stopped early resumes from the checkpoint of its stop: it is finished.
-    const bool stopped_early = config_.stop_below > 0 && !history_metric_.empty() &&
-                               smoothed_metric() < config_.stop_below;
+    const bool stopped_early = history_.stopped_below(config_.stop_below);
     const std::vector<std::int64_t> snapshot_steps =
         attention_snapshot_steps(config_.save_attention_at, "config");
     for (; step < config_.steps && !stopped_early; ++step) {
@@ -159,16 +130,14 @@ class RunTrainer {
                               {name + "_accuracy", model_->weighted_accuracy(predictable)},
                               {"lr", lr},
                               {"grad_norm", grad_norm},
-                              {"wall_s", seconds_since(started) + wall_offset_}};
+                              {"wall_s", seconds_since(started) + history_.wall_offset}};
         if (step % config_.analysis_every == 0)
           row.update(to_json(model_->analyse_last_step(task, target)));
         metrics << row.dump() << '\n' << std::flush;
         require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
                 "cannot append a metrics row (is the disk full?)");
-        history_steps_.push_back(step);
-        history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
-        history_loss_.push_back(loss);
-        if (config_.stop_below > 0 && smoothed_metric() < config_.stop_below) {
+        history_.add(step, row.at(setup_.thresholds.metric).get<double>(), loss);
+        if (history_.stopped_below(config_.stop_below)) {
           ++step;  // this step's update is done
           break;
         }
@@ -182,7 +151,10 @@ class RunTrainer {
     }
     if (show_progress_) std::fprintf(stderr, "\n");
     if (step > start_step || !latest_checkpoint(run_dir_)) save(step, config_text);
-    return finish(step, seconds_since(started) + wall_offset_);
+    return write_run_summary(
+        run_dir_, setup_, history_, step, seconds_since(started) + history_.wall_offset,
+        model_->evaluate(params_, *setup_.task, config_.seed, batch_, float(config_.bias), nullptr,
+                         nullptr));
   }
 
   std::span<const float> parameters() const { return params_; }
@@ -205,28 +177,10 @@ class RunTrainer {
     return seconds_between(a, std::chrono::steady_clock::now());
   }
 
-  double smoothed_metric() const {
-    const std::size_t n = std::min<std::size_t>(kSmoothingRows, history_metric_.size());
-    return std::accumulate(history_metric_.end() - n, history_metric_.end(), 0.0) / double(n);
-  }
-
-  // Writes config.json for a new run, or checks it and resumes an existing one. Returns the
+  // Initialises a new run, or loads the latest checkpoint of one that is resumed. Returns the
   // first step to run.
-  std::int64_t prepare_run_folder(const std::string& config_text) {
-    const auto config_path = run_dir_ / "config.json";
+  std::int64_t prepare_run_folder() {
     const auto checkpoint = latest_checkpoint(run_dir_);
-    if (std::filesystem::exists(config_path)) {
-      const TrainConfig existing = read_train_config(config_path);
-      nlohmann::json a = to_json(existing), b = to_json(config_);
-      // These may change on resume, except steps under a cosine schedule, whose shape they set.
-      for (const char* key : {"steps", "stop_below", "threads"})
-        if (!(std::string(key) == "steps" && config_.schedule == "cosine"))
-          a.erase(key), b.erase(key);
-      for (const Parameter& p : training_parameters())
-        if (p.observation) a.erase(p.name), b.erase(p.name);
-      require_same_run(config_path, a, b);
-    }
-    write_text_atomically(config_path, config_text + "\n");
     if (!checkpoint) {
       model_->init(params_, config_.seed);
       std::filesystem::remove(run_dir_ / "metrics.jsonl");
@@ -236,21 +190,11 @@ class RunTrainer {
         load_checkpoint(*checkpoint, model_->tensors(), params_, optimizer_.first_moment(),
                         optimizer_.second_moment());
     optimizer_.set_steps(state.optimizer_steps);
-    truncate_metrics(state.step);
+    history_ = RunHistory::resume(run_dir_, state.step, setup_.thresholds.metric);
     if (show_progress_)
       std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(),
                    (long long)state.step);
     return state.step;
-  }
-
-  // Keeps the metric rows of steps before `step` (and refills the in-memory history from them).
-  void truncate_metrics(std::int64_t step) {
-    for (const nlohmann::json& row : keep_metrics_before(run_dir_ / "metrics.jsonl", step)) {
-      history_steps_.push_back(row.at("step").get<std::int64_t>());
-      history_metric_.push_back(row.at(setup_.thresholds.metric).get<double>());
-      history_loss_.push_back(row.at("loss").get<double>());
-      wall_offset_ = row.at("wall_s").get<double>();
-    }
   }
 
   // Nothing for a mixer without attention probabilities (its snapshot would be empty).
@@ -305,49 +249,8 @@ class RunTrainer {
     std::fprintf(
         stderr, "\r%s  step %lld/%lld  loss %.4f  %s %.4f  %.0f steps/s  %.0f tok/s  ETA %.0fs   ",
         run_dir_.filename().string().c_str(), (long long)step, (long long)config_.steps, loss,
-        setup_.thresholds.metric.c_str(), history_metric_.empty() ? 0.0 : history_metric_.back(),
+        setup_.thresholds.metric.c_str(), history_.metric.empty() ? 0.0 : history_.metric.back(),
         rate, rate * batch_ * (setup_.task->length() + 1), eta);
-  }
-
-  RunSummary finish(std::int64_t steps_done, double wall) {
-    const EmergenceThresholds& th = setup_.thresholds;
-    RunSummary s;
-    s.steps_done = steps_done;
-    s.wall_seconds = wall;
-    if (!history_metric_.empty()) {
-      const EmergenceSummary e =
-          summarize_emergence(history_steps_, history_metric_, th, kSmoothingRows);
-      s.emergence_step = e.emergence_step;
-      s.midpoint_step = e.midpoint_step;
-      s.solved_step = e.solved_step;
-      s.final_metric = e.final_value;
-      s.final_loss = trailing_mean(history_loss_, kSmoothingRows).back();
-    }
-    s.eval = model_->evaluate(params_, *setup_.task, config_.seed, batch_, float(config_.bias),
-                              nullptr, nullptr);
-    const std::string& name = setup_.predictable_name;
-    char definitions[512];
-    std::snprintf(
-        definitions, sizeof definitions,
-        "metric %s smoothed by the trailing mean of %d logged rows; emergence_step: < %.4f; "
-        "midpoint_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
-        th.metric.c_str(), kSmoothingRows, th.emergence_below, th.midpoint_below, th.solved_below);
-    nlohmann::json eval_json = {{"loss", s.eval.loss},
-                                {name + "_loss", s.eval.predictable_loss},
-                                {name + "_accuracy", s.eval.predictable_accuracy}};
-    eval_json.update(to_json(s.eval.attention));
-    const nlohmann::json summary = {{"steps_done", s.steps_done},
-                                    {"final_loss", s.final_loss},
-                                    {"metric", th.metric},
-                                    {"final_metric", s.final_metric},
-                                    {"emergence_step", json_or_null(s.emergence_step)},
-                                    {"midpoint_step", json_or_null(s.midpoint_step)},
-                                    {"solved_step", json_or_null(s.solved_step)},
-                                    {"eval", eval_json},
-                                    {"wall_s", s.wall_seconds},
-                                    {"definitions", definitions}};
-    write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
-    return s;
   }
 
   TrainConfig config_;
@@ -358,9 +261,7 @@ class RunTrainer {
   int batch_;  // sequences per step
   std::vector<float> params_, grads_;
   AdamW<float> optimizer_;
-  std::vector<std::int64_t> history_steps_;
-  std::vector<double> history_metric_, history_loss_;  // the emergence metric and the loss, per row
-  double wall_offset_ = 0;
+  RunHistory history_;
 };
 
 template <class Net>

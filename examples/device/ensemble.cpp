@@ -1,0 +1,68 @@
+// emergent_ensemble_thrust_omp (this file, g++, Thrust's OpenMP system) and
+// emergent_ensemble_cuda (ensemble.cu, nvcc): the device backend of `emergent train`, which
+// runs them for --backend thrust-omp and --backend cuda:
+//   emergent_ensemble_<backend> --config CONFIG.json --seeds 0-15 --out DIR [--quiet]
+// trains the seeds of the config as one ensemble (cuda/ensemble_trainer.cuh) into DIR/seed_<n>,
+// each a run folder as `emergent train` writes one. The shapes compiled here are the dot-attention
+// shapes of the registry (examples/registry/registry.hpp).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <emergent/cuda/ensemble_trainer.cuh>
+#include <string>
+#include <vector>
+
+#include "../registry/registry.hpp"
+#include "../registry/seed_list.hpp"
+
+namespace {
+
+using emergent::Shape;
+using emergent::TrainConfig;
+
+template <Shape S>
+int train(const TrainConfig& config, const std::vector<std::uint64_t>& seeds,
+          const std::filesystem::path& out, bool quiet) {
+  std::vector<std::filesystem::path> dirs;
+  for (std::uint64_t seed : seeds) dirs.push_back(emergent::cli::seed_run_folder(out, seed));
+  emergent::cuda::EnsembleTrainer<S> trainer(config, seeds, dirs, !quiet);
+  const std::vector<emergent::RunSummary> summaries = trainer.run();
+  for (std::size_t e = 0; e < seeds.size(); ++e)
+    std::printf("seed %llu: steps %lld  loss %.4f  emergence metric %.4f  held-out loss %.4f\n",
+                (unsigned long long)seeds[e], (long long)summaries[e].steps_done,
+                summaries[e].final_loss, summaries[e].final_metric, summaries[e].eval.loss);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trains the seeds of one config as one ensemble on the device (" +
+               std::string(emergent::cuda::kDeviceSystem) + ")"};
+  std::string config_file, seed_text, out;
+  bool quiet = false;
+  app.add_option("--config", config_file, "the resolved config.json")->required();
+  app.add_option("--seeds", seed_text, "seeds: 0-15, or 1,4,9")->required();
+  app.add_option("--out", out, "folder of the seeds' run folders (seed_<n>)")->required();
+  app.add_flag("--quiet", quiet, "no progress line");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!emergent::cuda::device_available())
+      throw emergent::Error(std::string(emergent::cuda::kDeviceSystem) +
+                            ": no GPU is visible here; train with --backend cpu or thrust-omp");
+    const TrainConfig config = emergent::read_train_config(config_file);
+    const std::vector<std::uint64_t> seeds = emergent::cli::parse_seed_list(seed_text, "--seeds");
+    if (config.shape == emergent::cli::kLinearMapShape)
+      return train<emergent::cli::kLinearMapShape>(config, seeds, out, quiet);
+    if (config.shape == emergent::cli::kAutomatonShape)
+      return train<emergent::cli::kAutomatonShape>(config, seeds, out, quiet);
+    throw emergent::Error(config_file + ": " + emergent::cli::describe(config.mixer, config.shape) +
+                          " is not compiled for the device backend (it has " +
+                          emergent::cli::describe("dot_attention", emergent::cli::kLinearMapShape) +
+                          " and " +
+                          emergent::cli::describe("dot_attention", emergent::cli::kAutomatonShape) +
+                          "); add a line to examples/device/ensemble.cpp, or train with --backend cpu");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,46 @@
+// The seeds of `emergent train --seeds`: "0-15" (inclusive), "1,4,9", or both ("0-3,8"), and
+// the run folder each seed gets under --out.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <emergent/core/error.hpp>
+
+namespace emergent::cli {
+
+inline std::vector<std::uint64_t> parse_seed_list(const std::string& text, const std::string& where) {
+  std::vector<std::uint64_t> seeds;
+  std::size_t at = 0;
+  auto number = [&](const std::string& part) {
+    require(!part.empty() && part.find_first_not_of("0123456789") == std::string::npos, where,
+            "'" + text + "' is not a seed list (allowed: 0-15, 1,4,9, or 0-3,8)");
+    return std::stoull(part);
+  };
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const std::size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      seeds.push_back(number(item));
+    } else {
+      const std::uint64_t first = number(item.substr(0, dash)), last = number(item.substr(dash + 1));
+      require(first <= last && last - first < 100000, where,
+              "range '" + item + "' must go up and hold at most 100000 seeds");
+      for (std::uint64_t s = first; s <= last; ++s) seeds.push_back(s);
+    }
+    at = comma + 1;
+  }
+  for (std::size_t i = 0; i < seeds.size(); ++i)
+    for (std::size_t j = i + 1; j < seeds.size(); ++j)
+      require(seeds[i] != seeds[j], where, "seed " + std::to_string(seeds[i]) + " is listed twice");
+  return seeds;
+}
+
+inline std::filesystem::path seed_run_folder(const std::filesystem::path& out, std::uint64_t seed) {
+  return out / ("seed_" + std::to_string(seed));
+}
+
+}  // namespace emergent::cli

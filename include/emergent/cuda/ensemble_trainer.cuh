@@ -1,0 +1,297 @@
+// Trains the seeds of one configuration as one ensemble on the device (cuda/model.cuh), each
+// seed into its own run folder, written exactly as the CPU's RunTrainer (train/trainer.hpp)
+// writes one: config.json (that seed's), metrics.jsonl, step_NNNNNN.safetensors checkpoints with
+// the CPU's tensor names and both AdamW moments, summary.json. So a run started here resumes on
+// the CPU and the other way round, and a sweep reads either.
+//
+// Differences, by design:
+//   - the members resume together: each must have a checkpoint at the step the ensemble resumes
+//     from (the earliest latest one);
+//   - metrics rows carry no attention entropy or IoU (summary.json's held-out eval does, from
+//     the CPU forward of the final parameters), and save_attention_at is not supported;
+//   - a member whose early stop (stop_below) fires is checkpointed and summarised there; the
+//     ensemble runs on until every member has stopped or reached `steps`.
+// The linear map's batches are made on the device (cuda/linear_map.cuh); other tasks' on the
+// host by the task itself, from the same Philox streams, and copied.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../optim/schedule.hpp"
+#include "../tasks/linear_map.hpp"
+#include "../train/checkpoint.hpp"
+#include "../train/compiled_model.hpp"
+#include "../train/config.hpp"
+#include "../train/run_folder.hpp"
+#include "../train/run_lock.hpp"
+#include "adamw.cuh"
+#include "device_system.cuh"
+#include "linear_map.cuh"
+#include "model.cuh"
+
+namespace emergent::cuda {
+
+// The run folder of one seed of an ensemble.
+struct EnsembleMember {
+  TrainConfig config;
+  std::filesystem::path run_dir;
+  std::string config_text;
+  RunHistory history;
+  std::unique_ptr<RunLock> lock;
+  std::optional<std::int64_t> stopped_at;  // the step its early stop fired (steps done)
+  std::vector<float> final_params;         // when stopped early
+};
+
+template <Shape S>
+class EnsembleTrainer {
+ public:
+  using Device = EnsembleModel<S>;
+  using Net = typename Device::Cpu;
+  static constexpr std::size_t P = Device::P;
+
+  // One member per seed, into run_dirs[i]; base.seed is replaced by each seed.
+  EnsembleTrainer(const TrainConfig& base, const std::vector<std::uint64_t>& seeds,
+                  const std::vector<std::filesystem::path>& run_dirs, bool show_progress)
+      : base_(base),
+        setup_(make_task(base)),
+        batch_(std::max(1, base.batch_tokens / (setup_.task->length() + 1))),
+        show_progress_(show_progress),
+        model_(int(seeds.size()), batch_, setup_.task->length()),
+        optimizer_({base.beta1, base.beta2, 1e-8, base.weight_decay, base.max_grad_norm},
+                   decay_ranges(), P, int(seeds.size())) {
+    validate(base);
+    require(base.mixer == "dot_attention", "config",
+            "field 'mixer' must be dot_attention on the device backend (got " + base.mixer +
+                "): other mixers train with --backend cpu");
+    require(base.shape == S, "config", "shape does not match the compiled ensemble");
+    require(base.save_attention_at.empty(), "config",
+            "field 'save_attention_at' is not supported on the device backend: leave it empty, or "
+            "train with --backend cpu");
+    require(!seeds.empty() && seeds.size() == run_dirs.size(), "EnsembleTrainer",
+            "need one run folder per seed");
+    for (std::size_t e = 0; e < seeds.size(); ++e) {
+      EnsembleMember m;
+      m.config = base;
+      m.config.seed = seeds[e];
+      m.run_dir = run_dirs[e];
+      members_.push_back(std::move(m));
+    }
+  }
+
+  std::vector<RunSummary> run() {
+    if (base_.threads > 0) set_thread_count(base_.threads);
+    const SequenceTask& task = *setup_.task;
+    const int E = int(members_.size()), B = batch_, T = task.length();
+    for (EnsembleMember& m : members_) {
+      std::error_code error;
+      std::filesystem::create_directories(m.run_dir, error);
+      require(!error && std::filesystem::is_directory(m.run_dir), m.run_dir.string(),
+              "cannot be a run folder; choose another --out");
+      m.lock = std::make_unique<RunLock>(m.run_dir);
+      m.config_text = check_and_write_config(m.run_dir, m.config);
+    }
+    const std::int64_t start = prepare();
+    const std::vector<float> target = task.attention_target();
+    copy_to_device<float>(task.full_loss_weights(), model_.loss_weights);
+    copy_to_device<float>(target, model_.bias_pattern);
+    DeviceVector<float> predictable;
+    copy_to_device<float>(task.predictable_loss_weights(), predictable);
+    std::vector<std::uint64_t> seeds;
+    for (const EnsembleMember& m : members_) seeds.push_back(m.config.seed);
+    DeviceVector<std::uint64_t> seeds_device;
+    copy_to_device<std::uint64_t>(seeds, seeds_device);
+    std::optional<DeviceLinearMap> device_data;
+    if (const auto* linear_map = dynamic_cast<const TaskAdapter<LinearMap>*>(&task))
+      device_data.emplace(linear_map->task());
+    std::vector<std::int32_t> inputs(std::size_t(E) * B * T), targets(inputs.size());
+    const LrSchedule schedule{base_.lr, base_.warmup_steps, parse_schedule_kind(base_.schedule),
+                              base_.steps, base_.min_lr_ratio};
+    std::vector<std::ofstream> metrics;
+    for (EnsembleMember& m : members_) {
+      metrics.emplace_back(m.run_dir / "metrics.jsonl", std::ios::app);
+      require(metrics.back().good(), (m.run_dir / "metrics.jsonl").string(),
+              "cannot open for appending");
+    }
+    const auto started = std::chrono::steady_clock::now();
+    auto last_progress = started;
+    std::int64_t step = start;
+    for (; step < base_.steps && running() > 0; ++step) {
+      if (device_data) {
+        device_data->sample(raw(seeds_device), E, std::uint64_t(step), B, raw(model_.inputs),
+                            raw(model_.targets));
+      } else {
+        for (int e = 0; e < E; ++e)
+          task.sample(seeds[e], std::uint64_t(step), B,
+                      std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
+                      std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
+        copy_to_device<std::int32_t>(inputs, model_.inputs);
+        copy_to_device<std::int32_t>(targets, model_.targets);
+      }
+      model_.zero_gradients();
+      const std::vector<double> losses = model_.forward(float(base_.bias));
+      model_.backward();
+      const double lr = schedule.at(step);
+      const std::vector<double> norms = optimizer_.step(raw(model_.params), raw(model_.grads), lr);
+      for (int e = 0; e < E; ++e)
+        if (!members_[e].stopped_at && (!std::isfinite(losses[e]) || !std::isfinite(norms[e])))
+          throw Error(members_[e].run_dir.string() + ": training stopped at step " +
+                      std::to_string(step) + ": the loss is " + std::to_string(losses[e]) +
+                      " and the gradient norm " + std::to_string(norms[e]) +
+                      "; a smaller lr may avoid it");
+      if (step % base_.log_every == 0) {
+        const std::vector<double> part_loss = model_.weighted_loss(predictable),
+                                  part_accuracy = model_.weighted_accuracy(predictable);
+        const std::string& name = setup_.predictable_name;
+        for (int e = 0; e < E; ++e) {
+          EnsembleMember& m = members_[e];
+          if (m.stopped_at) continue;
+          const nlohmann::json row = {
+              {"step", step},          {"loss", losses[e]}, {name + "_loss", part_loss[e]},
+              {name + "_accuracy", part_accuracy[e]}, {"lr", lr},
+              {"grad_norm", norms[e]}, {"wall_s", seconds_since(started) + m.history.wall_offset}};
+          metrics[e] << row.dump() << '\n' << std::flush;
+          require(metrics[e].good(), (m.run_dir / "metrics.jsonl").string(),
+                  "cannot append a metrics row (is the disk full?)");
+          m.history.add(step, row.at(setup_.thresholds.metric).get<double>(), losses[e]);
+          if (m.history.stopped_below(m.config.stop_below)) {
+            m.stopped_at = step + 1;
+            save(e, step + 1);
+            m.final_params = copy_to_host(model_.params, std::size_t(e) * P, P);
+          }
+        }
+      }
+      if ((step + 1) % base_.checkpoint_every == 0)
+        for (int e = 0; e < E; ++e)
+          if (!members_[e].stopped_at) save(e, step + 1);
+      if (show_progress_ &&
+          seconds_since(last_progress) > 1.0) {
+        last_progress = std::chrono::steady_clock::now();
+        const double rate = double(step + 1 - start) / std::max(seconds_since(started), 1e-9);
+        std::fprintf(stderr, "\rensemble of %d seeds (%s)  step %lld/%lld  %.0f steps/s  %.0f tok/s   ",
+                     E, kDeviceSystem, (long long)(step + 1), (long long)base_.steps, rate,
+                     rate * E * B * (T + 1));
+      }
+    }
+    if (show_progress_) std::fprintf(stderr, "\n");
+    std::vector<RunSummary> summaries;
+    const double wall = seconds_since(started);
+    for (int e = 0; e < E; ++e) {
+      EnsembleMember& m = members_[e];
+      std::vector<float> params = m.final_params;
+      if (!m.stopped_at) {
+        if (step > start || !latest_checkpoint(m.run_dir)) save(e, step);
+        params = copy_to_host(model_.params, std::size_t(e) * P, P);
+      }
+      const EvalResult eval = evaluate<Net>(params, task, m.config.seed, B, float(base_.bias));
+      summaries.push_back(write_run_summary(m.run_dir, setup_, m.history,
+                                            m.stopped_at.value_or(step),
+                                            wall + m.history.wall_offset, eval));
+    }
+    return summaries;
+  }
+
+ private:
+  static std::vector<DecayRange> decay_ranges() {
+    std::vector<DecayRange> ranges;
+    for (const ParameterTensor& t : Net::tensors())
+      ranges.push_back({t.offset, t.size, t.weight_decay});
+    return ranges;
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point a) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  }
+  int running() const {
+    int n = 0;
+    for (const EnsembleMember& m : members_) n += !m.stopped_at;
+    return n;
+  }
+
+  // New members are initialised; resumed ones load their checkpoint of the step the ensemble
+  // resumes from, the earliest latest checkpoint of the members that have not stopped early (a
+  // member that has is finished, and keeps its own). Returns that step.
+  std::int64_t prepare() {
+    const std::vector<ParameterTensor> tensors = Net::tensors();
+    std::vector<float> all(P * members_.size()), m1(all.size()), m2(all.size());
+    std::optional<std::int64_t> start;
+    for (std::size_t e = 0; e < members_.size(); ++e) {
+      EnsembleMember& m = members_[e];
+      const auto latest = latest_checkpoint(m.run_dir);
+      if (!latest) {
+        start = 0;
+        continue;
+      }
+      const std::int64_t at = *checkpoint_step(latest->filename().string());
+      m.history = RunHistory::resume(m.run_dir, at, setup_.thresholds.metric);
+      if (m.history.stopped_below(m.config.stop_below)) {
+        m.stopped_at = at;
+        m.final_params.resize(P);
+        load_parameters(SafetensorsFile(*latest), tensors, m.final_params);
+      } else {
+        start = start ? std::min(*start, at) : at;
+      }
+    }
+    std::optional<std::int64_t> optimizer_steps;
+    for (std::size_t e = 0; e < members_.size(); ++e) {
+      EnsembleMember& m = members_[e];
+      if (m.stopped_at) continue;
+      const std::span<float> p = std::span(all).subspan(e * P, P);
+      const auto path = checkpoint_path(m.run_dir, *start);
+      if (!latest_checkpoint(m.run_dir)) {  // a new run (the ensemble starts at 0)
+        Net::init(p, m.config.seed);
+        std::filesystem::remove(m.run_dir / "metrics.jsonl");
+        m.history = RunHistory{};
+        optimizer_steps = 0;
+        continue;
+      }
+      require(std::filesystem::exists(path), m.run_dir.string(),
+              "has no checkpoint of step " + std::to_string(*start) +
+                  ", where the other seeds of the ensemble resume; an ensemble resumes from one "
+                  "step: train this seed alone (--backend cpu), or remove its later checkpoints");
+      const CheckpointState state = load_checkpoint(path, tensors, p, std::span(m1).subspan(e * P, P),
+                                                    std::span(m2).subspan(e * P, P));
+      require(!optimizer_steps || *optimizer_steps == state.optimizer_steps, path.string(),
+              "its optimizer step count differs from the other seeds' at the same step");
+      optimizer_steps = state.optimizer_steps;
+      m.history = RunHistory::resume(m.run_dir, state.step, setup_.thresholds.metric);
+    }
+    copy_to_device<float>(all, model_.params);
+    copy_to_device<float>(m1, optimizer_.first_moment());
+    copy_to_device<float>(m2, optimizer_.second_moment());
+    optimizer_.set_steps(optimizer_steps.value_or(0));
+    if (show_progress_ && start.value_or(0) > 0)
+      std::fprintf(stderr, "resuming an ensemble of %zu seeds from step %lld\n", members_.size(),
+                   (long long)*start);
+    return start.value_or(base_.steps);  // every member finished: nothing to run
+  }
+
+  // Member e's checkpoint after `step` updates.
+  void save(int e, std::int64_t step) {
+    const std::size_t at = std::size_t(e) * P;
+    const std::vector<float> p = copy_to_host(model_.params, at, P),
+                             m1 = copy_to_host(optimizer_.first_moment(), at, P),
+                             m2 = copy_to_host(optimizer_.second_moment(), at, P);
+    save_checkpoint(checkpoint_path(members_[e].run_dir, step), Net::tensors(), p, m1, m2,
+                    {step, optimizer_.steps(), members_[e].config_text});
+  }
+
+  TrainConfig base_;
+  TaskSetup setup_;
+  int batch_;
+  bool show_progress_;
+  Device model_;
+  EnsembleAdamW optimizer_;
+  std::vector<EnsembleMember> members_;
+};
+
+}  // namespace emergent::cuda

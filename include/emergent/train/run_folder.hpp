@@ -1,0 +1,152 @@
+// What every trainer of a run folder shares (the CPU's RunTrainer, train/trainer.hpp, and the
+// device ensembles', cuda/ensemble_trainer.cuh), so that a run folder is the same whichever
+// backend wrote it and either can resume it:
+//   check_and_write_config   config.json of a new run, or the check that a resumed one matches
+//   RunHistory               the logged emergence metric and loss, refilled on resume
+//   write_run_summary        summary.json: final losses, emergence steps, the held-out eval
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../analysis/attention_summary.hpp"
+#include "../analysis/emergence.hpp"
+#include "../io/json.hpp"
+#include "../io/text_file.hpp"
+#include "compiled_model.hpp"
+#include "config.hpp"
+#include "metrics_file.hpp"
+
+namespace emergent {
+
+// Emergence is read off the trailing mean of `kSmoothingRows` logged rows of the task's metric
+// (analysis/emergence.hpp), with thresholds each task declares (tasks/task.hpp) so that they
+// mean the same thing for every task:
+//   emergence_step: the metric leaves the plateau (chance level): the abrupt drop begins. The
+//                   steps before it are the paper's plateau length.
+//   midpoint_step:  halfway from chance to zero;  solved_step: close to the floor.
+// A threshold never reached leaves the run censored.
+inline constexpr int kSmoothingRows = 5;
+
+struct RunSummary {
+  std::int64_t steps_done = 0;
+  double final_loss = 0, final_metric = 0;  // smoothed loss and emergence metric at the end
+  std::optional<std::int64_t> emergence_step, midpoint_step, solved_step;
+  EvalResult eval;
+  double wall_seconds = 0;
+};
+
+// The attention fields of a metrics row or summary: none for a mixer without attention.
+inline nlohmann::json to_json(const AttentionAnalysis& a) {
+  if (!a.available) return nlohmann::json::object();
+  return {{"attention_entropy", a.entropy},
+          {"attention_head_iou", a.head_iou},
+          {"attention_head_iou_chance", a.head_iou_chance},
+          {"attention_iou", a.iou},
+          {"attention_iou_chance", a.iou_chance},
+          {"attention_iou_above_chance", a.iou_above_chance}};
+}
+
+// Writes config.json of the run in `run_dir`, after checking that an existing one describes the
+// same run (steps, stop_below, threads and observations may change on resume; steps not under a
+// cosine schedule, whose shape they set). Returns the text written.
+inline std::string check_and_write_config(const std::filesystem::path& run_dir,
+                                          const TrainConfig& config) {
+  const std::string text = to_json(config).dump(2);
+  const auto path = run_dir / "config.json";
+  if (std::filesystem::exists(path)) {
+    nlohmann::json a = to_json(read_train_config(path)), b = to_json(config);
+    for (const char* key : {"steps", "stop_below", "threads"})
+      if (!(std::string(key) == "steps" && config.schedule == "cosine")) a.erase(key), b.erase(key);
+    for (const Parameter& p : training_parameters())
+      if (p.observation) a.erase(p.name), b.erase(p.name);
+    require_same_run(path, a, b);
+  }
+  write_text_atomically(path, text + "\n");
+  return text;
+}
+
+// The emergence metric and the loss of every logged row, and the wall time already spent.
+struct RunHistory {
+  std::vector<std::int64_t> steps;
+  std::vector<double> metric, loss;
+  double wall_offset = 0;
+
+  void add(std::int64_t step, double metric_value, double loss_value) {
+    steps.push_back(step);
+    metric.push_back(metric_value);
+    loss.push_back(loss_value);
+  }
+  double smoothed_metric() const {
+    const std::size_t n = std::min<std::size_t>(kSmoothingRows, metric.size());
+    return std::accumulate(metric.end() - n, metric.end(), 0.0) / double(n);
+  }
+  bool stopped_below(double stop_below) const {
+    return stop_below > 0 && !metric.empty() && smoothed_metric() < stop_below;
+  }
+
+  // Keeps the rows of metrics.jsonl before `step` (the checkpoint a run resumes from) and reads
+  // them back.
+  static RunHistory resume(const std::filesystem::path& run_dir, std::int64_t step,
+                           const std::string& metric_name) {
+    RunHistory h;
+    for (const nlohmann::json& row : keep_metrics_before(run_dir / "metrics.jsonl", step)) {
+      h.add(row.at("step").get<std::int64_t>(), row.at(metric_name).get<double>(),
+            row.at("loss").get<double>());
+      h.wall_offset = row.at("wall_s").get<double>();
+    }
+    return h;
+  }
+};
+
+// summary.json of a run that ran `steps_done` steps, with `eval` the held-out evaluation of its
+// final parameters.
+inline RunSummary write_run_summary(const std::filesystem::path& run_dir, const TaskSetup& setup,
+                                    const RunHistory& history, std::int64_t steps_done,
+                                    double wall, const EvalResult& eval) {
+  const EmergenceThresholds& th = setup.thresholds;
+  RunSummary s;
+  s.steps_done = steps_done;
+  s.wall_seconds = wall;
+  s.eval = eval;
+  if (!history.metric.empty()) {
+    const EmergenceSummary e = summarize_emergence(history.steps, history.metric, th, kSmoothingRows);
+    s.emergence_step = e.emergence_step;
+    s.midpoint_step = e.midpoint_step;
+    s.solved_step = e.solved_step;
+    s.final_metric = e.final_value;
+    s.final_loss = trailing_mean(history.loss, kSmoothingRows).back();
+  }
+  const std::string& name = setup.predictable_name;
+  char definitions[512];
+  std::snprintf(
+      definitions, sizeof definitions,
+      "metric %s smoothed by the trailing mean of %d logged rows; emergence_step: < %.4f; "
+      "midpoint_step: < %.4f; solved_step: < %.4f; null = censored (never reached)",
+      th.metric.c_str(), kSmoothingRows, th.emergence_below, th.midpoint_below, th.solved_below);
+  nlohmann::json eval_json = {{"loss", s.eval.loss},
+                              {name + "_loss", s.eval.predictable_loss},
+                              {name + "_accuracy", s.eval.predictable_accuracy}};
+  eval_json.update(to_json(s.eval.attention));
+  const nlohmann::json summary = {{"steps_done", s.steps_done},
+                                  {"final_loss", s.final_loss},
+                                  {"metric", th.metric},
+                                  {"final_metric", s.final_metric},
+                                  {"emergence_step", json_or_null(s.emergence_step)},
+                                  {"midpoint_step", json_or_null(s.midpoint_step)},
+                                  {"solved_step", json_or_null(s.solved_step)},
+                                  {"eval", eval_json},
+                                  {"wall_s", s.wall_seconds},
+                                  {"definitions", definitions}};
+  write_text_atomically(run_dir / "summary.json", summary.dump(2) + "\n");
+  return s;
+}
+
+}  // namespace emergent

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `emergent train --backend thrust-omp --seeds` end to end (ctest device_backend): the device
+# ensemble writes the CPU's run folders, so a run started on one backend resumes on the other and
+# ends where a run on the CPU alone ends; and bad requests get one line and a non-zero exit.
+#   tests/device/backend_test.sh path/to/emergent
+set -euo pipefail
+cli=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+common=(--task linear-map --S 6 --s 2 --batch-tokens 256 --log-every 10 --checkpoint-every 30
+        --threads 2 --quiet)
+
+# The reference: 2 seeds, 60 steps, on the CPU.
+"$cli" train "${common[@]}" --steps 60 --seeds 3-4 --out "$dir/cpu" > /dev/null
+# Device first (30 steps), then the CPU resumes each seed to 60.
+"$cli" train "${common[@]}" --steps 30 --seeds 3-4 --backend thrust-omp --out "$dir/device_then_cpu" > /dev/null
+test -f "$dir/device_then_cpu/seed_3/step_000030.safetensors"
+"$cli" train "${common[@]}" --steps 60 --seeds 3-4 --out "$dir/device_then_cpu" > /dev/null
+# CPU first, then the device ensemble resumes both.
+"$cli" train "${common[@]}" --steps 30 --seeds 3-4 --out "$dir/cpu_then_device" > /dev/null
+"$cli" train "${common[@]}" --steps 60 --seeds 3-4 --backend thrust-omp --out "$dir/cpu_then_device" > /dev/null
+
+python3 - "$dir" <<'PY'
+import json, sys
+root = sys.argv[1]
+def rows(run):
+    return [json.loads(line) for line in open(f"{root}/{run}/metrics.jsonl")]
+for seed in (3, 4):
+    reference = rows(f"cpu/seed_{seed}")
+    assert [r["step"] for r in reference] == list(range(0, 60, 10)), reference
+    for mixed in ("device_then_cpu", "cpu_then_device"):
+        other = rows(f"{mixed}/seed_{seed}")
+        assert [r["step"] for r in other] == [r["step"] for r in reference], (mixed, other)
+        worst = max(abs(a["loss"] - b["loss"]) for a, b in zip(reference, other))
+        print(f"seed {seed} {mixed}: worst |loss - cpu loss| {worst:.2e}")
+        assert worst < 1e-3, (mixed, seed, worst)
+        summary = json.load(open(f"{root}/{mixed}/seed_{seed}/summary.json"))
+        assert summary["steps_done"] == 60, summary
+PY
+
+# Bad requests: one line naming what to change, a non-zero exit, nothing trained.
+expect_error() {  # expected text, then the command
+  local text=$1; shift
+  if "$@" > /dev/null 2> "$dir/err.txt"; then echo "expected an error: $*"; exit 1; fi
+  grep -q "$text" "$dir/err.txt" || { echo "wrong error for $*:"; cat "$dir/err.txt"; exit 1; }
+}
+expect_error "give --seeds" "$cli" train "${common[@]}" --steps 5 --backend thrust-omp --out "$dir/bad"
+expect_error "dot_attention" "$cli" train "${common[@]}" --steps 5 --mixer mamba --seeds 0-1 --backend thrust-omp --out "$dir/bad2"
+expect_error "not a seed list" "$cli" train "${common[@]}" --steps 5 --seeds 1-x --backend thrust-omp --out "$dir/bad3"
+# A seed folder ahead of the others is not silently restarted: the ensemble refuses.
+"$cli" train "${common[@]}" --steps 30 --seeds 7 --out "$dir/uneven" > /dev/null
+expect_error "where the other seeds of the ensemble resume" \
+  "$cli" train "${common[@]}" --steps 60 --seeds 7-8 --backend thrust-omp --out "$dir/uneven"
+test -f "$dir/uneven/seed_7/step_000030.safetensors"
+echo "device backend: ok"
