@@ -79,10 +79,12 @@ class TrainCommands {
     train_->add_option("--out", out_, "run folder (with --seeds: the folder of seed_<n> folders)")
         ->required();
     train_->add_flag("--quiet", quiet_, "no progress line");
-    train_->add_option("--seeds", seeds_, "train these seeds, each into --out/seed_<n>: 0-15, 1,4,9");
-    train_->add_option("--backend", backend_,
-                       "cpu (one run at a time), cuda or thrust-omp (the seeds as one ensemble on "
-                       "the device code; dot_attention only)")
+    train_->add_option("--seeds", seeds_,
+                       "train these seeds, each into --out/seed_<n>: 0-15, 1,4,9");
+    train_
+        ->add_option("--backend", backend_,
+                     "cpu (one run at a time), cuda or thrust-omp (the seeds as one ensemble on "
+                     "the device code; dot_attention only)")
         ->check(CLI::IsMember({"cpu", "cuda", "thrust-omp"}))
         ->capture_default_str();
 
@@ -168,17 +170,16 @@ class TrainCommands {
     parse_seed_list(seeds_, "--seeds");  // one clear line before anything is written
     std::string name = "emergent_ensemble_" + backend_;
     std::replace(name.begin(), name.end(), '-', '_');
-    const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe")
-                                              .parent_path() / name;
+    const std::filesystem::path program =
+        std::filesystem::read_symlink("/proc/self/exe").parent_path() / name;
     require(std::filesystem::exists(program), program.string(),
             "does not exist: this build has no " + backend_ +
                 " backend (cuda needs nvcc at configure time)");
     std::filesystem::create_directories(out_);
     const std::filesystem::path config = std::filesystem::path(out_) / "ensemble-config.json";
     write_text_atomically(config, to_json(c).dump(2) + "\n");
-    std::vector<std::string> args = {program.string(), "--config", config.string(),
-                                     "--seeds",        seeds_,          "--out",
-                                     out_};
+    std::vector<std::string> args = {
+        program.string(), "--config", config.string(), "--seeds", seeds_, "--out", out_};
     if (quiet_) args.push_back("--quiet");
     std::vector<char*> raw;
     for (std::string& a : args) raw.push_back(a.data());

@@ -55,12 +55,12 @@ int main(int argc, char** argv) {
       return train<emergent::cli::kLinearMapShape>(config, seeds, out, quiet);
     if (config.shape == emergent::cli::kAutomatonShape)
       return train<emergent::cli::kAutomatonShape>(config, seeds, out, quiet);
-    throw emergent::Error(config_file + ": " + emergent::cli::describe(config.mixer, config.shape) +
-                          " is not compiled for the device backend (it has " +
-                          emergent::cli::describe("dot_attention", emergent::cli::kLinearMapShape) +
-                          " and " +
-                          emergent::cli::describe("dot_attention", emergent::cli::kAutomatonShape) +
-                          "); add a line to examples/device/ensemble.cpp, or train with --backend cpu");
+    throw emergent::Error(
+        config_file + ": " + emergent::cli::describe(config.mixer, config.shape) +
+        " is not compiled for the device backend (it has " +
+        emergent::cli::describe("dot_attention", emergent::cli::kLinearMapShape) + " and " +
+        emergent::cli::describe("dot_attention", emergent::cli::kAutomatonShape) +
+        "); add a line to examples/device/ensemble.cpp, or train with --backend cpu");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

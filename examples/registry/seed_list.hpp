@@ -3,15 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include <emergent/core/error.hpp>
-
 namespace emergent::cli {
 
-inline std::vector<std::uint64_t> parse_seed_list(const std::string& text, const std::string& where) {
+inline std::vector<std::uint64_t> parse_seed_list(const std::string& text,
+                                                  const std::string& where) {
   std::vector<std::uint64_t> seeds;
   std::size_t at = 0;
   auto number = [&](const std::string& part) {
@@ -26,7 +26,8 @@ inline std::vector<std::uint64_t> parse_seed_list(const std::string& text, const
     if (dash == std::string::npos) {
       seeds.push_back(number(item));
     } else {
-      const std::uint64_t first = number(item.substr(0, dash)), last = number(item.substr(dash + 1));
+      const std::uint64_t first = number(item.substr(0, dash)),
+                          last = number(item.substr(dash + 1));
       require(first <= last && last - first < 100000, where,
               "range '" + item + "' must go up and hold at most 100000 seeds");
       for (std::uint64_t s = first; s <= last; ++s) seeds.push_back(s);

@@ -82,7 +82,8 @@ void check_ensemble_against_cpu() {
     const auto grads = copy_to_host(ensemble.grads);
     for (int e = 0; e < E; ++e) {
       CAPTURE(e);
-      const std::size_t at = std::size_t(e) * Cpu::parameter_count, tokens_at = std::size_t(e) * B * T;
+      const std::size_t at = std::size_t(e) * Cpu::parameter_count,
+                        tokens_at = std::size_t(e) * B * T;
       typename Cpu::Workspace ws;
       const std::span<const float> p(params.data() + at, Cpu::parameter_count);
       const double loss = Cpu::forward(
@@ -136,8 +137,7 @@ void check_adamw_against_cpu() {
   std::vector<float> params = initial_parameters<S>(E, 3);
   cuda::EnsembleAdamW device(config, decay_ranges<S>(), n, E);
   DeviceVector<float> p = to_device(params);
-  std::vector<emergent::AdamW<float>> cpu(E,
-                                          emergent::AdamW<float>(config, decay_ranges<S>(), n));
+  std::vector<emergent::AdamW<float>> cpu(E, emergent::AdamW<float>(config, decay_ranges<S>(), n));
   for (int step = 0; step < 3; ++step) {
     std::vector<float> grads = random_floats(E * n, 50 + step, 0.01);
     for (std::size_t i = n; i < 2 * n; ++i) grads[i] *= 100;  // member 1 is clipped
@@ -218,8 +218,8 @@ void check_training_against_cpu() {
       optimizer.step(params, grads, 3e-3);
       worst = std::max(worst, std::abs(loss - device.loss[e][step]));
     }
-    MESSAGE("member " << e << ": loss " << device.loss[e].front() << " -> "
-                      << device.loss[e].back() << ", worst |device - cpu| " << worst);
+    MESSAGE("member " << e << ": loss " << device.loss[e].front() << " -> " << device.loss[e].back()
+                      << ", worst |device - cpu| " << worst);
     CHECK(device.loss[e].back() < device.loss[e].front() - 0.05);  // it trained
     CHECK(worst < 2e-3);
     const std::vector<double> expected(params.begin(), params.end());

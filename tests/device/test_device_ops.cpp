@@ -46,9 +46,9 @@ TEST_CASE("device layernorm: forward and backward against the reference, per mem
   const std::vector<float> x = random_floats(kMembers * rows * dim, 2, 2.0),
                            dy = random_floats(x.size(), 3), dx0 = random_floats(x.size(), 4),
                            g0 = random_floats(params.size(), 5);
-  DeviceVector<float> p = to_device(params), dx_in = to_device(x), y(x.size()), mean(kMembers * rows),
-                      rstd(kMembers * rows), d_y = to_device(dy), dx = to_device(dx0),
-                      g = to_device(g0);
+  DeviceVector<float> p = to_device(params), dx_in = to_device(x), y(x.size()),
+                      mean(kMembers * rows), rstd(kMembers * rows), d_y = to_device(dy),
+                      dx = to_device(dx0), g = to_device(g0);
   cuda::layernorm_forward(raw(y), raw(mean), raw(rstd), raw(dx_in), raw(p), raw(p) + beta_at,
                           stride, kMembers, rows, dim);
   cuda::layernorm_backward(raw(dx), raw(g), raw(g) + beta_at, raw(d_y), raw(dx_in), raw(mean),
@@ -61,7 +61,8 @@ TEST_CASE("device layernorm: forward and backward against the reference, per mem
                       beta = vector(params, e * stride + beta_at, dim);
     CHECK(relative_error(y_host, e * rows * dim, ref::layernorm_forward(X, gamma, beta)) <
           kTolerance);
-    ref::Vector d_gamma = vector(g0, e * stride, dim), d_beta = vector(g0, e * stride + beta_at, dim);
+    ref::Vector d_gamma = vector(g0, e * stride, dim),
+                d_beta = vector(g0, e * stride + beta_at, dim);
     const ref::Matrix expected_dx =
         matrix(dx0, e * rows * dim, rows, dim) +
         ref::layernorm_backward(matrix(dy, e * rows * dim, rows, dim), X, gamma, d_gamma, d_beta);
@@ -89,7 +90,8 @@ TEST_CASE("device linear: forward and backward against the reference, with and w
     const auto y_host = copy_to_host(y), dx_host = copy_to_host(dx), g_host = copy_to_host(g);
     for (int e = 0; e < kMembers; ++e) {
       CAPTURE(e);
-      const ref::Matrix X = matrix(x, e * rows * in, rows, in), W = matrix(params, e * stride, out, in),
+      const ref::Matrix X = matrix(x, e * rows * in, rows, in),
+                        W = matrix(params, e * stride, out, in),
                         dY = matrix(dy, e * rows * out, rows, out);
       const ref::Vector b = vector(params, e * stride + bias_at, out);
       CHECK(relative_error(y_host, e * rows * out,
@@ -140,10 +142,10 @@ TEST_CASE("device cross-entropy: member losses and logit gradients against the r
     CAPTURE(e);
     const ref::Matrix L = matrix(logits, e * B * T * V, B * T, V);
     const std::vector<int> te(targets.begin() + e * B * T, targets.begin() + (e + 1) * B * T);
-    CHECK(loss_host[e] == doctest::Approx(ref::cross_entropy_forward(L, te, B, T, w_double))
-                             .epsilon(kTolerance));
-    CHECK(relative_error(dl_host, e * B * T * V, ref::cross_entropy_backward(L, te, B, T, w_double)) <
-          kTolerance);
+    CHECK(loss_host[e] ==
+          doctest::Approx(ref::cross_entropy_forward(L, te, B, T, w_double)).epsilon(kTolerance));
+    CHECK(relative_error(dl_host, e * B * T * V,
+                         ref::cross_entropy_backward(L, te, B, T, w_double)) < kTolerance);
   }
 }
 
@@ -192,12 +194,11 @@ void check_attention(float bias_strength) {
   const cuda::AttentionActivations acts{raw(qkv), raw(q), raw(k), raw(v), raw(att), raw(heads)};
   const cuda::AttentionScratch scratch{raw(block), raw(d_att),   raw(dq),   raw(dk),
                                        raw(dv),    raw(d_heads), raw(d_qkv)};
-  const cuda::AttentionGeometry geometry{kMembers, B, T, D, H, stride,
-                                         cuda::dot_attention_offsets<kAttentionShape>()};
+  const cuda::AttentionGeometry geometry{
+      kMembers, B, T, D, H, stride, cuda::dot_attention_offsets<kAttentionShape>()};
   cuda::dot_attention_forward(raw(p), raw(xd), raw(y), acts, scratch, raw(bias), bias_strength,
                               geometry);
-  cuda::dot_attention_backward(raw(p), raw(g), raw(xd), raw(d_y), raw(dx), acts, scratch,
-                               geometry);
+  cuda::dot_attention_backward(raw(p), raw(g), raw(xd), raw(d_y), raw(dx), acts, scratch, geometry);
   const auto y_host = copy_to_host(y), dx_host = copy_to_host(dx), g_host = copy_to_host(g),
              att_host = copy_to_host(att);
   const ref::Matrix P = matrix(pattern, 0, T, T);
@@ -220,9 +221,10 @@ void check_attention(float bias_strength) {
       const ref::DotAttentionOutput o = ref::dot_attention_forward(QKV, H, P, bias_strength);
       CHECK(relative_error(y_host, rows_at, ref::linear_forward(o.out, Wout, bout)) < kTolerance);
       for (int h = 0; h < H; ++h)
-        CHECK(relative_error(att_host, (std::size_t(e * B + b) * H + h) * T * T, o.probabilities[h]) <
-              kTolerance);
-      const ref::Matrix d_o = ref::linear_backward(matrix(dy, rows_at, T, D), o.out, Wout, dWout, dbout);
+        CHECK(relative_error(att_host, (std::size_t(e * B + b) * H + h) * T * T,
+                             o.probabilities[h]) < kTolerance);
+      const ref::Matrix d_o =
+          ref::linear_backward(matrix(dy, rows_at, T, D), o.out, Wout, dWout, dbout);
       const ref::Matrix d_QKV = ref::dot_attention_backward(d_o, QKV, H, o.probabilities);
       CHECK(relative_error(dx_host, rows_at, ref::linear_backward(d_QKV, X, Wqkv, dWqkv, dbqkv)) <
             kTolerance);

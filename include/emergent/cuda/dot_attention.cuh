@@ -39,8 +39,8 @@ struct AttentionScratch {
   float* d_q;         // [G, T, dh]
   float* d_k;
   float* d_v;
-  float* d_heads;     // [N, D]
-  float* d_qkv;       // [N, 3D]
+  float* d_heads;  // [N, D]
+  float* d_qkv;    // [N, 3D]
 };
 
 // Where DotAttention<S> keeps its tensors, from the start of its parameters.
@@ -132,9 +132,9 @@ inline void softmax_backward(float* d_att, const float* att, float scale, std::i
 // y[N, D] <- x[N, D]; p: the mixer's parameters of member 0 (member e at + e * param_stride),
 // laid out as at.offsets says.
 inline void dot_attention_forward(const float* p, const float* x, float* y,
-                           const AttentionActivations& a, const AttentionScratch& s,
-                           const float* bias_pattern, float bias_strength,
-                           const AttentionGeometry& at) {
+                                  const AttentionActivations& a, const AttentionScratch& s,
+                                  const float* bias_pattern, float bias_strength,
+                                  const AttentionGeometry& at) {
   const DotAttentionOffsets& offsets = at.offsets;
   const int D = at.d_model, T = at.length, dh = at.d_head();
   const std::int64_t G = at.problems(), P = at.param_stride;
@@ -147,8 +147,8 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
   gemm_strided_batched(T, T, dh, 1.0f / std::sqrt(float(dh)), {a.q, dh, block},
                        {a.k, dh, block, Op::T}, 0.0f, a.att, T, square, G);
   causal_softmax(a.att, bias_strength != 0 ? bias_pattern : nullptr, bias_strength, G, T);
-  gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square}, {a.v, dh, block}, 0.0f, s.head_block,
-                       dh, block, G);
+  gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square}, {a.v, dh, block}, 0.0f, s.head_block, dh,
+                       block, G);
   attention_detail::merge_heads(a.heads, s.head_block, D, 0, at);
   linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
                  at.batch * std::int64_t(T), D, D);

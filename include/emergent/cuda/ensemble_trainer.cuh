@@ -156,10 +156,13 @@ class EnsembleTrainer {
         for (int e = 0; e < E; ++e) {
           EnsembleMember& m = members_[e];
           if (m.stopped_at) continue;
-          const nlohmann::json row = {
-              {"step", step},          {"loss", losses[e]}, {name + "_loss", part_loss[e]},
-              {name + "_accuracy", part_accuracy[e]}, {"lr", lr},
-              {"grad_norm", norms[e]}, {"wall_s", seconds_since(started) + m.history.wall_offset}};
+          const nlohmann::json row = {{"step", step},
+                                      {"loss", losses[e]},
+                                      {name + "_loss", part_loss[e]},
+                                      {name + "_accuracy", part_accuracy[e]},
+                                      {"lr", lr},
+                                      {"grad_norm", norms[e]},
+                                      {"wall_s", seconds_since(started) + m.history.wall_offset}};
           metrics[e] << row.dump() << '\n' << std::flush;
           require(metrics[e].good(), (m.run_dir / "metrics.jsonl").string(),
                   "cannot append a metrics row (is the disk full?)");
@@ -174,12 +177,12 @@ class EnsembleTrainer {
       if ((step + 1) % base_.checkpoint_every == 0)
         for (int e = 0; e < E; ++e)
           if (!members_[e].stopped_at) save(e, step + 1);
-      if (show_progress_ &&
-          seconds_since(last_progress) > 1.0) {
+      if (show_progress_ && seconds_since(last_progress) > 1.0) {
         last_progress = std::chrono::steady_clock::now();
         const double rate = double(step + 1 - start) / std::max(seconds_since(started), 1e-9);
-        std::fprintf(stderr, "\rensemble of %d seeds (%s)  step %lld/%lld  %.0f steps/s  %.0f tok/s   ",
-                     E, kDeviceSystem, (long long)(step + 1), (long long)base_.steps, rate,
+        std::fprintf(stderr,
+                     "\rensemble of %d seeds (%s)  step %lld/%lld  %.0f steps/s  %.0f tok/s   ", E,
+                     kDeviceSystem, (long long)(step + 1), (long long)base_.steps, rate,
                      rate * E * B * (T + 1));
       }
     }
@@ -258,8 +261,8 @@ class EnsembleTrainer {
               "has no checkpoint of step " + std::to_string(*start) +
                   ", where the other seeds of the ensemble resume; an ensemble resumes from one "
                   "step: train this seed alone (--backend cpu), or remove its later checkpoints");
-      const CheckpointState state = load_checkpoint(path, tensors, p, std::span(m1).subspan(e * P, P),
-                                                    std::span(m2).subspan(e * P, P));
+      const CheckpointState state = load_checkpoint(
+          path, tensors, p, std::span(m1).subspan(e * P, P), std::span(m2).subspan(e * P, P));
       require(!optimizer_steps || *optimizer_steps == state.optimizer_steps, path.string(),
               "its optimizer step count differs from the other seeds' at the same step");
       optimizer_steps = state.optimizer_steps;

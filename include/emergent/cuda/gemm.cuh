@@ -26,15 +26,15 @@ enum class Op { N, T };
 
 struct MatrixArg {
   const float* data;
-  int ld;                // row stride
-  std::int64_t stride;   // between batches
+  int ld;               // row stride
+  std::int64_t stride;  // between batches
   Op op = Op::N;
 };
 
 #if EMERGENT_DEVICE_IS_CUDA
 inline void check_cublas(cublasStatus_t status, const char* what) {
-  require(status == CUBLAS_STATUS_SUCCESS, "cuBLAS", std::string(what) + " failed with status " +
-                                                         std::to_string(int(status)));
+  require(status == CUBLAS_STATUS_SUCCESS, "cuBLAS",
+          std::string(what) + " failed with status " + std::to_string(int(status)));
 }
 
 // One handle per process, in cuBLAS's default (non-TF32) math mode.

@@ -40,10 +40,9 @@ class DeviceLinearMap {
         const std::uint64_t index = (b << 32) + std::uint64_t(k / 32);
         if (index / 4 != cached) {
           cached = index / 4;
-          const auto block = philox4x32_10(
-              {std::uint32_t(step), std::uint32_t(step >> 32), std::uint32_t(cached),
-               std::uint32_t(cached >> 32)},
-              key);
+          const auto block = philox4x32_10({std::uint32_t(step), std::uint32_t(step >> 32),
+                                            std::uint32_t(cached), std::uint32_t(cached >> 32)},
+                                           key);
           for (int w = 0; w < 4; ++w) words[w] = block[w];
         }
         return std::int32_t((words[index % 4] >> (k % 32)) & 1u);

@@ -44,8 +44,8 @@ class EnsembleModel {
       : members_(members), batch_(batch), length_(length) {
     require(members >= 1 && batch >= 1, "EnsembleModel", "members and batch must be at least 1");
     require(length >= 1 && length <= S.max_len, "EnsembleModel",
-            "length " + std::to_string(length) + " is outside [1, max_len = " +
-                std::to_string(S.max_len) + "] of this Shape");
+            "length " + std::to_string(length) +
+                " is outside [1, max_len = " + std::to_string(S.max_len) + "] of this Shape");
     const std::size_t N = tokens(), G = std::size_t(members) * batch * H;
     const std::size_t square = G * length * length;
     params.resize(P * members);
@@ -64,8 +64,8 @@ class EnsembleModel {
       a.fc.resize(N * F);
       a.gelu.resize(N * F);
     }
-    for (auto* v : {&final_norm_, &d_residual_, &d_norm_, &head_block_, &d_q_, &d_k_, &d_v_,
-                    &d_heads_})
+    for (auto* v :
+         {&final_norm_, &d_residual_, &d_norm_, &head_block_, &d_q_, &d_k_, &d_v_, &d_heads_})
       v->resize(N * D);
     for (auto* v : {&final_mean_, &final_rstd_, &token_loss_, &token_correct_}) v->resize(N);
     logits_.resize(N * V);
@@ -92,7 +92,6 @@ class EnsembleModel {
   std::vector<double> forward(float bias_strength) {
     const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
     const float* p = raw(params);
-    bias_strength_ = bias_strength;
     embedding_forward(raw(residual_[0]), raw(inputs), p + Cpu::tok, p + Cpu::pos, P, members_,
                       batch_, length_, D);
     for (int l = 0; l < L; ++l) {
@@ -103,16 +102,15 @@ class EnsembleModel {
       layernorm_forward(raw(a.norm1), raw(a.mean1), raw(a.rstd1), raw(residual_[l]),
                         pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
       dot_attention_forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
-                               attention(a), scratch(), raw(bias_pattern), bias_strength,
-                               geometry());
+                            attention(a), scratch(), raw(bias_pattern), bias_strength, geometry());
       add_into(raw(a.residual_mid), raw(residual_[l]), N * D);
       layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
                         pn + Blocks::ln2_w, pn + Blocks::ln2_b, P, members_, rows, D);
       linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, pc + Mlp::fc_bias, P, members_,
                      rows, D, F);
       gelu_forward(raw(a.gelu), raw(a.fc), N * F);
-      linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight,
-                     pc + Mlp::proj_bias, P, members_, rows, F, D);
+      linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight, pc + Mlp::proj_bias,
+                     P, members_, rows, F, D);
       add_into(raw(residual_[l + 1]), raw(a.residual_mid), N * D);
     }
     layernorm_forward(raw(final_norm_), raw(final_mean_), raw(final_rstd_), raw(residual_[L]),
@@ -140,8 +138,8 @@ class EnsembleModel {
     double weight_sum = 0;
     for (float w : copy_to_host(loss_weights)) weight_sum += w;
     const float scale = weight_sum > 0 ? float(1.0 / (batch_ * weight_sum)) : 0.0f;
-    cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
-                           length_, V, scale);
+    cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N, length_,
+                           V, scale);
     linear_backward(raw(d_norm_), g + Cpu::head_w, nullptr, raw(d_logits_), raw(final_norm_),
                     p + Cpu::head_w, P, members_, rows, D, V);
     thrust::fill(d_residual_.begin(), d_residual_.end(), 0.0f);
@@ -156,14 +154,13 @@ class EnsembleModel {
                       raw(d_residual_), raw(a.gelu), p + co + Mlp::proj_weight, P, members_, rows,
                       F, D);
       gelu_backward(raw(d_hidden_), raw(d_hidden_), raw(a.fc), N * F);
-      linear_backward(raw(d_norm_), g + co + Mlp::fc_weight, g + co + Mlp::fc_bias,
-                      raw(d_hidden_), raw(a.norm2), p + co + Mlp::fc_weight, P, members_, rows, D,
-                      F);
+      linear_backward(raw(d_norm_), g + co + Mlp::fc_weight, g + co + Mlp::fc_bias, raw(d_hidden_),
+                      raw(a.norm2), p + co + Mlp::fc_weight, P, members_, rows, D, F);
       layernorm_backward(raw(d_residual_), g + no + Blocks::ln2_w, g + no + Blocks::ln2_b,
                          raw(d_norm_), raw(a.residual_mid), raw(a.mean2), raw(a.rstd2),
                          p + no + Blocks::ln2_w, P, members_, rows, D);
       dot_attention_backward(p + mo, g + mo, raw(a.norm1), raw(d_residual_), raw(d_norm_),
-                                attention(a), scratch(), geometry());
+                             attention(a), scratch(), geometry());
       layernorm_backward(raw(d_residual_), g + lo + Blocks::ln1_w, g + lo + Blocks::ln1_b,
                          raw(d_norm_), raw(residual_[l]), raw(a.mean1), raw(a.rstd1),
                          p + lo + Blocks::ln1_w, P, members_, rows, D);
@@ -190,8 +187,8 @@ class EnsembleModel {
     return {raw(a.qkv), raw(a.q), raw(a.k), raw(a.v), raw(a.att), raw(a.heads)};
   }
   AttentionScratch scratch() {
-    return {raw(head_block_), raw(d_att_), raw(d_q_), raw(d_k_), raw(d_v_), raw(d_heads_),
-            raw(d_qkv_)};
+    return {raw(head_block_), raw(d_att_),   raw(d_q_),  raw(d_k_),
+            raw(d_v_),        raw(d_heads_), raw(d_qkv_)};
   }
 
   std::vector<double> weighted_means(const DeviceVector<float>& values,
@@ -201,7 +198,6 @@ class EnsembleModel {
   }
 
   int members_, batch_, length_;
-  float bias_strength_ = 0;
   std::array<DeviceVector<float>, L + 1> residual_;
   std::array<Layer, L> layers_;
   DeviceVector<float> final_norm_, final_mean_, final_rstd_, logits_, probs_, token_loss_,

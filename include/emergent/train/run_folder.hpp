@@ -109,15 +109,16 @@ struct RunHistory {
 // summary.json of a run that ran `steps_done` steps, with `eval` the held-out evaluation of its
 // final parameters.
 inline RunSummary write_run_summary(const std::filesystem::path& run_dir, const TaskSetup& setup,
-                                    const RunHistory& history, std::int64_t steps_done,
-                                    double wall, const EvalResult& eval) {
+                                    const RunHistory& history, std::int64_t steps_done, double wall,
+                                    const EvalResult& eval) {
   const EmergenceThresholds& th = setup.thresholds;
   RunSummary s;
   s.steps_done = steps_done;
   s.wall_seconds = wall;
   s.eval = eval;
   if (!history.metric.empty()) {
-    const EmergenceSummary e = summarize_emergence(history.steps, history.metric, th, kSmoothingRows);
+    const EmergenceSummary e =
+        summarize_emergence(history.steps, history.metric, th, kSmoothingRows);
     s.emergence_step = e.emergence_step;
     s.midpoint_step = e.midpoint_step;
     s.solved_step = e.solved_step;

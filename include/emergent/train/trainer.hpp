@@ -151,10 +151,10 @@ class RunTrainer {
     }
     if (show_progress_) std::fprintf(stderr, "\n");
     if (step > start_step || !latest_checkpoint(run_dir_)) save(step, config_text);
-    return write_run_summary(
-        run_dir_, setup_, history_, step, seconds_since(started) + history_.wall_offset,
-        model_->evaluate(params_, *setup_.task, config_.seed, batch_, float(config_.bias), nullptr,
-                         nullptr));
+    return write_run_summary(run_dir_, setup_, history_, step,
+                             seconds_since(started) + history_.wall_offset,
+                             model_->evaluate(params_, *setup_.task, config_.seed, batch_,
+                                              float(config_.bias), nullptr, nullptr));
   }
 
   std::span<const float> parameters() const { return params_; }
