@@ -46,7 +46,11 @@ CONFIGS = {
     "linmap_S32_4096": dict(layers=1, vocab=2, batch=4096 // 64, length=63, steps=100, warmup=20),
     "linmap_S32_512": dict(layers=1, vocab=2, batch=512 // 64, length=63, steps=400, warmup=50),
     "ca_L4_1024": dict(layers=4, vocab=4, batch=4, length=1024, steps=6, warmup=2),
+    # The long contexts of Fig. 5b (S = 128 and 256 at 16 states): not in the default list.
+    "ca_L4_2048": dict(layers=4, vocab=4, batch=2, length=2048, steps=3, warmup=1),
+    "ca_L4_4096": dict(layers=4, vocab=4, batch=1, length=4096, steps=3, warmup=1),
 }
+DEFAULT_CONFIGS = [name for name in CONFIGS if name not in ("ca_L4_2048", "ca_L4_4096")]
 QUICK = {"linmap": (5, 15), "ca": (1, 2)}  # (warmup, steps) for --quick
 
 
@@ -256,7 +260,8 @@ def mib(n: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configuration names")
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help="comma-separated configuration names (also ca_L4_2048, ca_L4_4096)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--steps", type=int, help="measured steps for every configuration")
     parser.add_argument("--warmup", type=int, help="warmup steps for every configuration")

@@ -12,7 +12,9 @@
 // Linear weights, gradient clipping at norm 1), random tokens drawn fresh for every step.
 //   linmap_S{S}_{tokens}: 1 layer, vocab 2; sequences of 2S tokens, so the model runs on
 //                         length T = 2S-1 positions and batch = tokens / (2S) sequences.
-//   ca_L4_1024:           4 layers, vocab 4, length 1024, batch 4.
+//   ca_L4_{T}:            4 layers, vocab 4, 4,096 positions per step: length 1024, batch 4
+//                         (the automaton at S = 64); 2048, batch 2 (S = 128); 4096, batch 1
+//                         (S = 256), the long contexts of the paper's Fig. 5b.
 // tokens_per_step counts the positions the model is trained on, batch * T (3968 for
 // linmap_S16_4096), and tokens_per_s is that per second; compare_pytorch.py counts the same.
 //
@@ -72,8 +74,12 @@ constexpr emergent::Shape linmap_shape(int S) {
 }
 constexpr emergent::Shape kLinmapS16 = linmap_shape(16);
 constexpr emergent::Shape kLinmapS32 = linmap_shape(32);
-constexpr emergent::Shape kCaL4 = {
-    .vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
+constexpr emergent::Shape ca_shape(int length) {
+  return {.vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = length};
+}
+constexpr emergent::Shape kCaL4 = ca_shape(1024);
+constexpr emergent::Shape kCaL4Long = ca_shape(2048);
+constexpr emergent::Shape kCaL4Longest = ca_shape(4096);
 
 struct Options {
   std::string config = "linmap_S16_4096";
@@ -201,6 +207,11 @@ nlohmann::json run_named(const Options& o) {
     const int steps = o.steps >= 0 ? o.steps : 6, warmup = o.warmup >= 0 ? o.warmup : 2;
     return run_config<kCaL4>(o.config, 4, 1024, steps, warmup);
   }
+  if (o.config == "ca_L4_2048" || o.config == "ca_L4_4096") {
+    const int steps = o.steps >= 0 ? o.steps : 3, warmup = o.warmup >= 0 ? o.warmup : 1;
+    if (o.config == "ca_L4_2048") return run_config<kCaL4Long>(o.config, 2, 2048, steps, warmup);
+    return run_config<kCaL4Longest>(o.config, 1, 4096, steps, warmup);
+  }
   throw std::invalid_argument("unknown --config " + o.config + " (see --list)");
 }
 
@@ -272,7 +283,8 @@ int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
     if (o.list) {
       for (const char* name :
-           {"linmap_S16_4096", "linmap_S16_512", "linmap_S32_4096", "linmap_S32_512", "ca_L4_1024"})
+           {"linmap_S16_4096", "linmap_S16_512", "linmap_S32_4096", "linmap_S32_512", "ca_L4_1024",
+            "ca_L4_2048", "ca_L4_4096"})
         std::cout << name << '\n';
       return 0;
     }
