@@ -282,9 +282,8 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
     if (o.list) {
-      for (const char* name :
-           {"linmap_S16_4096", "linmap_S16_512", "linmap_S32_4096", "linmap_S32_512", "ca_L4_1024",
-            "ca_L4_2048", "ca_L4_4096"})
+      for (const char* name : {"linmap_S16_4096", "linmap_S16_512", "linmap_S32_4096",
+                               "linmap_S32_512", "ca_L4_1024", "ca_L4_2048", "ca_L4_4096"})
         std::cout << name << '\n';
       return 0;
     }
