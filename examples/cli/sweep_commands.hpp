@@ -1,5 +1,7 @@
 // `emergent sweep`: a grid of runs from a sweep file (experiment/sweep_file.hpp) into a folder.
 //   emergent sweep FILE --out DIR [--jobs N] [--shard I/N] [--quiet]
+//   emergent sweep FILE --out DIR --backend cuda    runs that differ only in their seed train as
+//                                                  one device ensemble (thrust-omp: on the CPU)
 //   emergent sweep FILE --dry-run                  the runs, checked; nothing started
 //   emergent sweep status DIR                 done, running and left, with an ETA
 //   emergent sweep collect DIR                every shard's rows, once each, into DIR/results.jsonl
@@ -157,6 +159,12 @@ class SweepCommands {
     sweep_->add_option("--shard", shard_,
                        "I/N: run only this share (default: the Slurm array task's, else 0/1)");
     sweep_->add_flag("--quiet", quiet_, "no progress line");
+    sweep_
+        ->add_option("--backend", backend_,
+                     "cpu (one process per run), or cuda / thrust-omp: the runs that differ only "
+                     "in their seed as one device ensemble, one ensemble at a time")
+        ->check(CLI::IsMember({"cpu", "cuda", "thrust-omp"}))
+        ->capture_default_str();
     sweep_->add_flag("--dry-run", dry_run_,
                      "check the file and list its runs (id and settings); start and write nothing");
     status_ = sweep_->add_subcommand("status",
@@ -215,13 +223,16 @@ class SweepCommands {
     int threads = 1;
     for (const PlannedRun& r : runs) threads = std::max(threads, r.config.at("threads").get<int>());
     const int jobs = jobs_ > 0 ? jobs_ : std::max(1, available_cores() / threads);
-    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %d at a time\n",
-                 file_.c_str(), runs.size(), mine, shard.name().c_str(), todo.size(), jobs);
+    const std::string how =
+        backend_ == "cpu" ? std::to_string(jobs) + " at a time" : "seed ensembles on " + backend_;
+    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %s\n", file_.c_str(),
+                 runs.size(), mine, shard.name().c_str(), todo.size(), how.c_str());
 
     char self[4096] = {};
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     require(n > 0, "/proc/self/exe", "cannot find this program to start runs");
     const std::filesystem::path rows_file = dir / "rows" / (shard.name() + ".jsonl");
+    if (backend_ != "cpu") return run_ensembles(self, dir, todo, rows_file);
     std::atomic<std::size_t> next{0}, finished{0}, failed{0}, running{0};
     std::mutex mutex;
     double finished_seconds = 0;
@@ -292,29 +303,103 @@ class SweepCommands {
     const std::string config = (run_dir / "config.json").string(), out = run_dir.string(),
                       log = (run_dir / "train.log").string();
     const char* command = is_self_pretraining(r.config) ? "spt" : "train";
-    const char* argv[] = {self,    command,     "--config", config.c_str(),
-                          "--out", out.c_str(), "--quiet",  nullptr};
+    run_child(self, {command, "--config", config, "--out", out, "--quiet"}, log,
+              "run " + r.id + " {" + r.label + "}");
+    return result_row(r, run_dir);
+  }
+
+  // The row of a finished run.
+  static nlohmann::json result_row(const PlannedRun& r, const std::filesystem::path& run_dir) {
+    nlohmann::json result = read_json_file(run_dir / "summary.json");
+    result.erase("wall_s");  // rows hold what the run computed, which is deterministic
+    return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
+  }
+
+  // `program args...` in a child that dies with this process, its output appended to `log`;
+  // throws (naming `what` and the log) unless it exits 0.
+  static void run_child(const std::string& program, const std::vector<std::string>& args,
+                        const std::string& log, const std::string& what) {
+    std::vector<std::string> all = {program};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
-    require(pid >= 0, r.id, "cannot start a training process");
+    require(pid >= 0, what, "cannot start a training process");
     if (pid == 0) {  // only async-signal-safe calls until exec
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
-      ::execv(self, const_cast<char* const*>(argv));
+      ::execv(program.c_str(), argv.data());
       ::_exit(127);
     }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    require(WIFEXITED(status) && WEXITSTATUS(status) == 0, "run " + r.id + " {" + r.label + "}",
+    require(WIFEXITED(status) && WEXITSTATUS(status) == 0, what,
             (WIFEXITED(status) ? "failed with exit status " + std::to_string(WEXITSTATUS(status))
                                : "was killed by signal " + std::to_string(WTERMSIG(status))) +
                 "; its log: " + log);
-    nlohmann::json result = read_json_file(run_dir / "summary.json");
-    result.erase("wall_s");  // rows hold what the run computed, which is deterministic
-    return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
+  }
+
+  // --backend cuda|thrust-omp: the runs to do that differ only in their seed are one group, and
+  // each group trains as one ensemble (build/emergent_ensemble_<backend>,
+  // cuda/ensemble_trainer.cuh) into the runs' own folders, one group at a time (one device). Rows
+  // as for the CPU.
+  int run_ensembles(const char* self, const std::filesystem::path& dir,
+                    const std::vector<const PlannedRun*>& todo,
+                    const std::filesystem::path& rows_file) const {
+    std::string name = "emergent_ensemble_" + backend_;
+    std::replace(name.begin(), name.end(), '-', '_');
+    const std::filesystem::path program = std::filesystem::path(self).parent_path() / name;
+    require(std::filesystem::exists(program), program.string(),
+            "does not exist: this build has no " + backend_ + " backend");
+    std::vector<std::string> keys;  // in sweep order
+    std::map<std::string, std::vector<const PlannedRun*>> groups;
+    for (const PlannedRun* r : todo) {
+      require(!is_self_pretraining(r->config), "run " + r->id + " {" + r->label + "}",
+              "self-pretraining runs train with --backend cpu only");
+      nlohmann::json key = r->config;
+      key.erase("seed");
+      if (!groups.count(key.dump())) keys.push_back(key.dump());
+      groups[key.dump()].push_back(r);
+    }
+    std::size_t finished = 0, failed = 0;
+    for (const std::string& key : keys) {
+      const std::vector<const PlannedRun*>& group = groups[key];
+      std::string seeds, run_dirs;
+      for (const PlannedRun* r : group) {
+        const std::filesystem::path run_dir = dir / "runs" / r->id;
+        std::filesystem::create_directories(run_dir);
+        seeds +=
+            (seeds.empty() ? "" : ",") + std::to_string(r->config.at("seed").get<std::uint64_t>());
+        run_dirs += (run_dirs.empty() ? "" : ",") + run_dir.string();
+      }
+      const std::filesystem::path first = dir / "runs" / group.front()->id;
+      const std::string config = (first / "ensemble-config.json").string();
+      write_text_atomically(config, group.front()->config.dump(2) + "\n");
+      if (!quiet_)
+        std::fprintf(stderr, "sweep: an ensemble of %zu seeds {%s}\n", group.size(),
+                     group.front()->label.c_str());
+      try {
+        run_child(program.string(),
+                  {"--config", config, "--seeds", seeds, "--run-dirs", run_dirs, "--quiet"},
+                  (first / "ensemble.log").string(),
+                  "ensemble {" + group.front()->label + "} of " + std::to_string(group.size()) +
+                      " seeds");
+        for (const PlannedRun* r : group)
+          append_row(rows_file, result_row(*r, dir / "runs" / r->id));
+        finished += group.size();
+      } catch (const std::exception& e) {
+        failed += group.size();
+        std::fprintf(stderr, "sweep: %s\n", e.what());
+      }
+    }
+    std::fprintf(stderr, "sweep: %zu runs done in %zu ensembles on %s, %zu failed\n", finished,
+                 keys.size(), backend_.c_str(), failed);
+    return failed > 0 ? 1 : 0;
   }
 
   int status() const {
@@ -383,7 +468,7 @@ class SweepCommands {
   }
 
   CLI::App *sweep_ = nullptr, *status_ = nullptr, *collect_ = nullptr, *summarize_ = nullptr;
-  std::string file_, out_, shard_, dir_, json_;
+  std::string file_, out_, shard_, dir_, json_, backend_ = "cpu";
   std::vector<std::string> by_;
   int jobs_ = 0;
   bool dry_run_ = false;

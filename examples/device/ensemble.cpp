@@ -2,8 +2,10 @@
 // emergent_ensemble_cuda (ensemble.cu, nvcc): the device backend of `emergent train`, which
 // runs them for --backend thrust-omp and --backend cuda:
 //   emergent_ensemble_<backend> --config CONFIG.json --seeds 0-15 --out DIR [--quiet]
-// trains the seeds of the config as one ensemble (cuda/ensemble_trainer.cuh) into DIR/seed_<n>,
-// each a run folder as `emergent train` writes one. The shapes compiled here are the dot-attention
+//   emergent_ensemble_<backend> --config CONFIG.json --seeds 3,7 --run-dirs D3,D7 [--quiet]
+// trains the seeds of the config as one ensemble (cuda/ensemble_trainer.cuh) into DIR/seed_<n>
+// (or the run folders named, one per seed: `emergent sweep --backend`), each a run folder as
+// `emergent train` writes one. The shapes compiled here are the dot-attention
 // shapes of the registry (examples/registry/registry.hpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -21,9 +23,7 @@ using emergent::TrainConfig;
 
 template <Shape S>
 int train(const TrainConfig& config, const std::vector<std::uint64_t>& seeds,
-          const std::filesystem::path& out, bool quiet) {
-  std::vector<std::filesystem::path> dirs;
-  for (std::uint64_t seed : seeds) dirs.push_back(emergent::cli::seed_run_folder(out, seed));
+          const std::vector<std::filesystem::path>& dirs, bool quiet) {
   emergent::cuda::EnsembleTrainer<S> trainer(config, seeds, dirs, !quiet);
   const std::vector<emergent::RunSummary> summaries = trainer.run();
   for (std::size_t e = 0; e < seeds.size(); ++e)
@@ -39,10 +39,14 @@ int main(int argc, char** argv) {
   CLI::App app{"trains the seeds of one config as one ensemble on the device (" +
                std::string(emergent::cuda::kDeviceSystem) + ")"};
   std::string config_file, seed_text, out;
+  std::vector<std::string> run_dirs;
   bool quiet = false;
   app.add_option("--config", config_file, "the resolved config.json")->required();
   app.add_option("--seeds", seed_text, "seeds: 0-15, or 1,4,9")->required();
-  app.add_option("--out", out, "folder of the seeds' run folders (seed_<n>)")->required();
+  auto* out_option = app.add_option("--out", out, "folder of the seeds' run folders (seed_<n>)");
+  app.add_option("--run-dirs", run_dirs, "the seeds' run folders, one per seed, in order")
+      ->delimiter(',')
+      ->excludes(out_option);
   app.add_flag("--quiet", quiet, "no progress line");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -51,10 +55,18 @@ int main(int argc, char** argv) {
                             ": no GPU is visible here; train with --backend cpu or thrust-omp");
     const TrainConfig config = emergent::read_train_config(config_file);
     const std::vector<std::uint64_t> seeds = emergent::cli::parse_seed_list(seed_text, "--seeds");
+    std::vector<std::filesystem::path> dirs(run_dirs.begin(), run_dirs.end());
+    if (run_dirs.empty()) {
+      if (out.empty()) throw emergent::Error("--out or --run-dirs is required");
+      for (std::uint64_t seed : seeds) dirs.push_back(emergent::cli::seed_run_folder(out, seed));
+    }
+    if (dirs.size() != seeds.size())
+      throw emergent::Error("--run-dirs: " + std::to_string(dirs.size()) + " folders for " +
+                            std::to_string(seeds.size()) + " seeds");
     if (config.shape == emergent::cli::kLinearMapShape)
-      return train<emergent::cli::kLinearMapShape>(config, seeds, out, quiet);
+      return train<emergent::cli::kLinearMapShape>(config, seeds, dirs, quiet);
     if (config.shape == emergent::cli::kAutomatonShape)
-      return train<emergent::cli::kAutomatonShape>(config, seeds, out, quiet);
+      return train<emergent::cli::kAutomatonShape>(config, seeds, dirs, quiet);
     throw emergent::Error(
         config_file + ": " + emergent::cli::describe(config.mixer, config.shape) +
         " is not compiled for the device backend (it has " +

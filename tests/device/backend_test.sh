@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `emergent train --backend thrust-omp --seeds` end to end (ctest device_backend): the device
 # ensemble writes the CPU's run folders, so a run started on one backend resumes on the other and
-# ends where a run on the CPU alone ends; and bad requests get one line and a non-zero exit.
+# ends where a run on the CPU alone ends; a sweep groups its seeds into ensembles; and bad
+# requests get one line and a non-zero exit.
 #   tests/device/backend_test.sh path/to/emergent
 set -euo pipefail
 cli=$1
@@ -36,6 +37,33 @@ for seed in (3, 4):
         assert worst < 1e-3, (mixed, seed, worst)
         summary = json.load(open(f"{root}/{mixed}/seed_{seed}/summary.json"))
         assert summary["steps_done"] == 60, summary
+PY
+
+# A sweep on the device backend: the runs that differ only in their seed train as one ensemble
+# into the runs' own folders; the rows have the CPU sweep's ids and (nearly) its numbers.
+cat > "$dir/sweep.toml" <<'TOML'
+[base]
+task = "linear-map"
+S = 6
+steps = 30
+batch_tokens = 256
+log_every = 10
+[[grid]]
+seeds = 2
+s = [1, 2]
+TOML
+"$cli" sweep "$dir/sweep.toml" --out "$dir/sweep_device" --backend thrust-omp --quiet 2> "$dir/sweep.txt"
+grep -q "4 runs done in 2 ensembles" "$dir/sweep.txt"
+"$cli" sweep "$dir/sweep.toml" --out "$dir/sweep_cpu" --quiet 2> /dev/null
+python3 - "$dir" <<'PY'
+import glob, json, sys
+def rows(name):
+    return {r["id"]: r for f in glob.glob(f"{sys.argv[1]}/{name}/rows/*.jsonl") for r in map(json.loads, open(f))}
+device, cpu = rows("sweep_device"), rows("sweep_cpu")
+assert sorted(device) == sorted(cpu) and len(cpu) == 4, (sorted(device), sorted(cpu))
+worst = max(abs(device[i]["result"]["final_loss"] - cpu[i]["result"]["final_loss"]) for i in cpu)
+print(f"sweep: 4 runs in 2 ensembles, worst |final loss - cpu| {worst:.2e}")
+assert worst < 1e-3
 PY
 
 # Bad requests: one line naming what to change, a non-zero exit, nothing trained.
