@@ -77,9 +77,6 @@ class EnsembleModel {
     means_.resize(members);
   }
 
-  int members() const { return members_; }
-  int batch() const { return batch_; }
-  int length() const { return length_; }
   std::size_t tokens() const { return std::size_t(members_) * batch_ * length_; }
 
   // Device buffers the caller fills: parameters [E * P], tokens [E, B, T], loss weights [T],
@@ -171,8 +168,6 @@ class EnsembleModel {
 
   void zero_gradients() { thrust::fill(grads.begin(), grads.end(), 0.0f); }
 
-  // Layer l's attention probabilities [E, B, H, T, T] of the last forward.
-  const DeviceVector<float>& attention_probabilities(int l) const { return layers_[l].att; }
 
  private:
   struct Layer {
