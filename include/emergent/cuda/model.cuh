@@ -168,7 +168,6 @@ class EnsembleModel {
 
   void zero_gradients() { thrust::fill(grads.begin(), grads.end(), 0.0f); }
 
-
  private:
   struct Layer {
     DeviceVector<float> norm1, mean1, rstd1, qkv, q, k, v, att, heads, residual_mid;
