@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_backend.hpp"
 #include "train_commands.hpp"
 
 namespace emergent::cli {
@@ -163,7 +164,7 @@ class SweepCommands {
         ->add_option("--backend", backend_,
                      "cpu (one process per run), or cuda / thrust-omp: the runs that differ only "
                      "in their seed as one device ensemble, one ensemble at a time")
-        ->check(CLI::IsMember({"cpu", "cuda", "thrust-omp"}))
+        ->check(CLI::IsMember(kBackends))
         ->capture_default_str();
     sweep_->add_flag("--dry-run", dry_run_,
                      "check the file and list its runs (id and settings); start and write nothing");
@@ -232,7 +233,7 @@ class SweepCommands {
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     require(n > 0, "/proc/self/exe", "cannot find this program to start runs");
     const std::filesystem::path rows_file = dir / "rows" / (shard.name() + ".jsonl");
-    if (backend_ != "cpu") return run_ensembles(self, dir, todo, rows_file);
+    if (backend_ != "cpu") return run_ensembles(dir, todo, rows_file);
     std::atomic<std::size_t> next{0}, finished{0}, failed{0}, running{0};
     std::mutex mutex;
     double finished_seconds = 0;
@@ -348,14 +349,9 @@ class SweepCommands {
   // each group trains as one ensemble (build/emergent_ensemble_<backend>,
   // cuda/ensemble_trainer.cuh) into the runs' own folders, one group at a time (one device). Rows
   // as for the CPU.
-  int run_ensembles(const char* self, const std::filesystem::path& dir,
-                    const std::vector<const PlannedRun*>& todo,
+  int run_ensembles(const std::filesystem::path& dir, const std::vector<const PlannedRun*>& todo,
                     const std::filesystem::path& rows_file) const {
-    std::string name = "emergent_ensemble_" + backend_;
-    std::replace(name.begin(), name.end(), '-', '_');
-    const std::filesystem::path program = std::filesystem::path(self).parent_path() / name;
-    require(std::filesystem::exists(program), program.string(),
-            "does not exist: this build has no " + backend_ + " backend");
+    const std::filesystem::path program = ensemble_program(backend_);
     std::vector<std::string> keys;  // in sweep order
     std::map<std::string, std::vector<const PlannedRun*>> groups;
     for (const PlannedRun* r : todo) {

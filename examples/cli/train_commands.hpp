@@ -23,6 +23,7 @@
 #include "../registry/registry.hpp"
 #include "../registry/run_entry.hpp"
 #include "../registry/seed_list.hpp"
+#include "device_backend.hpp"
 #include "shape_compiler.hpp"
 
 namespace emergent::cli {
@@ -85,7 +86,7 @@ class TrainCommands {
         ->add_option("--backend", backend_,
                      "cpu (one run at a time), cuda or thrust-omp (the seeds as one ensemble on "
                      "the device code; dot_attention only)")
-        ->check(CLI::IsMember({"cpu", "cuda", "thrust-omp"}))
+        ->check(CLI::IsMember(kBackends))
         ->capture_default_str();
 
     eval_ = app.add_subcommand("eval", "losses of a checkpoint on a deterministic held-out batch");
@@ -168,13 +169,7 @@ class TrainCommands {
     require(!seeds_.empty(), "--backend " + backend_,
             "trains the seeds of a config as one ensemble: give --seeds (e.g. 0-15)");
     parse_seed_list(seeds_, "--seeds");  // one clear line before anything is written
-    std::string name = "emergent_ensemble_" + backend_;
-    std::replace(name.begin(), name.end(), '-', '_');
-    const std::filesystem::path program =
-        std::filesystem::read_symlink("/proc/self/exe").parent_path() / name;
-    require(std::filesystem::exists(program), program.string(),
-            "does not exist: this build has no " + backend_ +
-                " backend (cuda needs nvcc at configure time)");
+    const std::filesystem::path program = ensemble_program(backend_);
     std::filesystem::create_directories(out_);
     const std::filesystem::path config = std::filesystem::path(out_) / "ensemble-config.json";
     write_text_atomically(config, to_json(c).dump(2) + "\n");

@@ -156,16 +156,10 @@ class EnsembleTrainer {
         for (int e = 0; e < E; ++e) {
           EnsembleMember& m = members_[e];
           if (m.stopped_at) continue;
-          const nlohmann::json row = {{"step", step},
-                                      {"loss", losses[e]},
-                                      {name + "_loss", part_loss[e]},
-                                      {name + "_accuracy", part_accuracy[e]},
-                                      {"lr", lr},
-                                      {"grad_norm", norms[e]},
-                                      {"wall_s", seconds_since(started) + m.history.wall_offset}};
-          metrics[e] << row.dump() << '\n' << std::flush;
-          require(metrics[e].good(), (m.run_dir / "metrics.jsonl").string(),
-                  "cannot append a metrics row (is the disk full?)");
+          const nlohmann::json row =
+              metrics_row(step, losses[e], name, part_loss[e], part_accuracy[e], lr, norms[e],
+                          seconds_since(started) + m.history.wall_offset);
+          append_metrics_row(metrics[e], m.run_dir, row);
           m.history.add(step, row.at(setup_.thresholds.metric).get<double>(), losses[e]);
           if (m.history.stopped_below(m.config.stop_below)) {
             m.stopped_at = step + 1;

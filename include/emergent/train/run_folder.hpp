@@ -2,6 +2,8 @@
 // device ensembles', cuda/ensemble_trainer.cuh), so that a run folder is the same whichever
 // backend wrote it and either can resume it:
 //   check_and_write_config   config.json of a new run, or the check that a resumed one matches
+//   metrics_row              a row of metrics.jsonl, without the attention analysis, and
+//   append_metrics_row       its appending
 //   RunHistory               the logged emergence metric and loss, refilled on resume
 //   write_run_summary        summary.json: final losses, emergence steps, the held-out eval
 #pragma once
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -71,6 +74,29 @@ inline std::string check_and_write_config(const std::filesystem::path& run_dir,
   }
   write_text_atomically(path, text + "\n");
   return text;
+}
+
+// A row of metrics.jsonl: the full loss, the loss and accuracy of the learnable predictions
+// (named "<predictable>_loss", "<predictable>_accuracy"), the learning rate, the gradient norm
+// before clipping, and the wall time of the run so far.
+inline nlohmann::json metrics_row(std::int64_t step, double loss, const std::string& predictable,
+                                  double predictable_loss, double predictable_accuracy, double lr,
+                                  double grad_norm, double wall_seconds) {
+  return {{"step", step},
+          {"loss", loss},
+          {predictable + "_loss", predictable_loss},
+          {predictable + "_accuracy", predictable_accuracy},
+          {"lr", lr},
+          {"grad_norm", grad_norm},
+          {"wall_s", wall_seconds}};
+}
+
+// Appends `row` to the run's open metrics.jsonl, flushed, so that a kill loses no logged row.
+inline void append_metrics_row(std::ofstream& metrics, const std::filesystem::path& run_dir,
+                               const nlohmann::json& row) {
+  metrics << row.dump() << '\n' << std::flush;
+  require(metrics.good(), (run_dir / "metrics.jsonl").string(),
+          "cannot append a metrics row (is the disk full?)");
 }
 
 // The emergence metric and the loss of every logged row, and the wall time already spent.

@@ -123,19 +123,12 @@ class RunTrainer {
       if (std::binary_search(snapshot_steps.begin(), snapshot_steps.end(), step))
         save_attention(step, loss, target);
       if (step % config_.log_every == 0) {
-        const double predictable_loss = model_->weighted_mean(predictable);
-        nlohmann::json row = {{"step", step},
-                              {"loss", loss},
-                              {name + "_loss", predictable_loss},
-                              {name + "_accuracy", model_->weighted_accuracy(predictable)},
-                              {"lr", lr},
-                              {"grad_norm", grad_norm},
-                              {"wall_s", seconds_since(started) + history_.wall_offset}};
+        nlohmann::json row = metrics_row(step, loss, name, model_->weighted_mean(predictable),
+                                         model_->weighted_accuracy(predictable), lr, grad_norm,
+                                         seconds_since(started) + history_.wall_offset);
         if (step % config_.analysis_every == 0)
           row.update(to_json(model_->analyse_last_step(task, target)));
-        metrics << row.dump() << '\n' << std::flush;
-        require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
-                "cannot append a metrics row (is the disk full?)");
+        append_metrics_row(metrics, run_dir_, row);
         history_.add(step, row.at(setup_.thresholds.metric).get<double>(), loss);
         if (history_.stopped_below(config_.stop_below)) {
           ++step;  // this step's update is done
