@@ -1,5 +1,5 @@
 # Thin wrapper over CMake. `make test` and `make run` install missing Debian packages first.
-#   make run | test | build | bench | bench-compare | bench-neox | figures | sanitize | fuzz | format | clean | deps
+#   make run | test | build | build-cuda | bench | bench-compare | bench-neox | figures | sanitize | fuzz | format | clean | deps
 # Variables: JOBS (parallel compile jobs, default 2), CMAKE_ARGS (extra -D options),
 #            RUN_ARGS (passed to scripts/make_run.sh),
 #            COMPARE_ARGS (passed to benchmarks/compare_pytorch.py, e.g. --quick),
@@ -22,7 +22,7 @@ FORMAT_DIRS  := include tests examples benchmarks
 # Quieter recursive output (also for the make that cmake --build runs).
 MAKEFLAGS    += --no-print-directory
 
-.PHONY: all deps configure build test run bench bench-compare bench-neox figures sanitize fuzz format clean
+.PHONY: all deps configure build build-cuda test run bench bench-compare bench-neox figures sanitize fuzz format clean
 
 all: build
 
@@ -36,6 +36,11 @@ configure:
 
 build: configure
 	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
+
+# The CUDA ensemble program of `emergent train --backend cuda`, which `build` makes only where
+# a GPU is visible at configure time (CMakeLists.txt).
+build-cuda: build
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS) --target emergent_ensemble_cuda
 
 # deps strictly before the build (also under make -j), hence the recursive make.
 test: deps

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <emergent/core/parallel.hpp>
+#include <emergent/experiment/run_id.hpp>
 #include <emergent/io/safetensors.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/model/model.hpp>
@@ -336,6 +337,74 @@ TEST_CASE("trainer: attention snapshots at the steps asked for, each map a distr
   CHECK(fs::exists(emergent::attention_snapshot_path(dir.path, 25)));
 }
 
+TEST_CASE("trainer: eval_every logs a fixed held-out set, and emergence and stop_below read it") {
+  ThreadCountGuard guard;
+  TempDir dir("held_out"), resumed("held_out_resumed");
+  TrainConfig c = small_config(30);
+  c.eval_every = 3;  // log_every 1
+  c.eval_batches = 3;
+  const emergent::RunSummary summary = train(c, dir.path);
+  const auto rows = read_metrics(dir.path);
+  REQUIRE(rows.size() == 30);
+  for (const auto& row : rows) {
+    const bool held_out = row.at("step").get<std::int64_t>() % 3 == 0;
+    CHECK(row.contains("eval_loss") == held_out);
+    CHECK(row.contains("eval_x1_loss") == held_out);
+    CHECK(row.contains("eval_x1_accuracy") == held_out);
+  }
+  // Step 9's held-out values are those of the parameters after its update (the checkpoint of
+  // step 10) on the fixed set of 3 batches.
+  const emergent::TaskSetup setup = emergent::make_task(c);
+  std::vector<float> params(Net::parameter_count), m1(params.size()), m2(params.size());
+  emergent::load_checkpoint(emergent::checkpoint_path(dir.path, 10), Net::tensors(), params, m1,
+                            m2);
+  Net::Workspace ws;
+  const int batch = c.batch_tokens / (setup.task->length() + 1);
+  const emergent::EvalResult at_9 =
+      emergent::held_out_losses<Net>(params, *setup.task, c.seed, batch, 3, 0.0f, ws);
+  CHECK(rows[9].at("eval_loss").get<double>() == doctest::Approx(at_9.loss).epsilon(1e-9));
+  CHECK(rows[9].at("eval_x1_loss").get<double>() ==
+        doctest::Approx(at_9.predictable_loss).epsilon(1e-9));
+  // The same set every time: the same parameters give the same value, bit for bit.
+  CHECK(emergent::held_out_losses<Net>(params, *setup.task, c.seed, batch, 3, 0.0f, ws).loss ==
+        at_9.loss);
+  // Emergence reads the held-out metric, named so in summary.json.
+  const nlohmann::json written = nlohmann::json::parse(read_bytes(dir.path / "summary.json"));
+  CHECK(written.at("metric") == "eval_x1_loss");
+  CHECK(summary.steps_done == 30);
+  // A resume between checkpoints recomputes the same held-out rows.
+  TrainConfig first = c;
+  first.steps = 20;  // its last checkpoint is 20, its last held-out row 18
+  train(first, resumed.path);
+  train(c, resumed.path);
+  CHECK(read_metrics(resumed.path) == rows);
+  // stop_below reads the held-out metric: a threshold above its first values stops at once.
+  TempDir stop("held_out_stop");
+  TrainConfig stopping = c;
+  stopping.stop_below = 10;
+  const emergent::RunSummary stopped = train(stopping, stop.path);
+  CHECK(stopped.steps_done == 1);  // step 0's row has the held-out metric
+}
+
+TEST_CASE("eval_every: a multiple of log_every, or one line naming the field; absent in older "
+          "configs and run ids") {
+  using nlohmann::json;
+  CHECK(contains(error_of([] {
+                   emergent::resolve_config(json{{"log_every", 10}, {"eval_every", 15}}, "f.toml");
+                 }),
+                 "f.toml: field 'eval_every' = 15 is not allowed: it must be 0 or a multiple of "
+                 "log_every = 10"));
+  json older = emergent::to_json(emergent::resolve_config(json::object(), "t"));
+  const auto declared = emergent::declared_parameters("linear-map");
+  const std::string id = emergent::run_id(older, declared);
+  older.erase("eval_every");
+  older.erase("eval_batches");
+  CHECK(emergent::train_config_from_json(older, "config.json").eval_every == 0);
+  CHECK(emergent::run_id(older, declared) == id);  // ids of runs made before the fields existed
+  json on = emergent::to_json(emergent::resolve_config(json{{"eval_every", 10}}, "t"));
+  CHECK(emergent::run_id(on, declared) != id);
+}
+
 TEST_CASE("checkpoint and config errors name the file and the field") {
   ThreadCountGuard guard;
   TempDir dir("errors");
@@ -539,6 +608,10 @@ class PoisonedGradient final : public emergent::TrainableModel {
                                 std::vector<std::int32_t>* inputs,
                                 std::vector<std::int32_t>* targets) const override {
     return model_.evaluate(params, task, seed, batch, bias, inputs, targets);
+  }
+  emergent::EvalResult held_out(std::span<const float> params, const emergent::SequenceTask& task,
+                                std::uint64_t seed, int batch, int batches, float bias) override {
+    return model_.held_out(params, task, seed, batch, batches, bias);
   }
 
  private:

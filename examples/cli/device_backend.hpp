@@ -20,7 +20,8 @@ inline std::filesystem::path ensemble_program(const std::string& backend) {
       std::filesystem::read_symlink("/proc/self/exe").parent_path() / name;
   require(std::filesystem::exists(program), program.string(),
           "does not exist: this build has no " + backend +
-              " backend (cuda needs nvcc at configure time)");
+              " backend (cuda: nvcc at configure time, then `make build-cuda` where no GPU was "
+                                  "visible then)");
   return program;
 }
 

@@ -8,7 +8,8 @@
 //   - the members resume together: each must have a checkpoint at the step the ensemble resumes
 //     from (the earliest latest one);
 //   - metrics rows carry no attention entropy or IoU (summary.json's held-out eval does, from
-//     the CPU forward of the final parameters), and save_attention_at is not supported;
+//     the CPU forward of the final parameters), and save_attention_at and eval_every are not
+//     supported;
 //   - a member whose early stop (stop_below) fires is checkpointed and summarised there; the
 //     ensemble runs on until every member has stopped or reached `steps`.
 // The linear map's batches are made on the device (cuda/linear_map.cuh); other tasks' on the
@@ -78,6 +79,9 @@ class EnsembleTrainer {
     require(base.save_attention_at.empty(), "config",
             "field 'save_attention_at' is not supported on the device backend: leave it empty, or "
             "train with --backend cpu");
+    require(base.eval_every == 0, "config",
+            "field 'eval_every' is not supported on the device backend: leave it 0, or train with "
+            "--backend cpu");
     require(!seeds.empty() && seeds.size() == run_dirs.size(), "EnsembleTrainer",
             "need one run folder per seed");
     for (std::size_t e = 0; e < seeds.size(); ++e) {

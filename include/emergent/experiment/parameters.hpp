@@ -60,6 +60,10 @@ struct Parameter {
   // Changes what a run records, not what it learns (attention snapshots): left out of the run's
   // id, absent from an older config.json without complaint, and free to change on a resume.
   bool observation = false;
+  // Declared after runs existed, with a default that is the older behaviour: at its default it
+  // is left out of the run's id and may be absent from an older config.json, so that every
+  // earlier run keeps its id and resumes (see added_later below).
+  bool added_later = false;
 
   std::string flag() const {
     std::string f = "--" + name;
@@ -86,6 +90,20 @@ inline Parameter text(std::string name, std::string default_value, std::vector<s
 inline Parameter observation(Parameter p) {
   p.observation = true;
   return p;
+}
+
+// The same declaration, marked as added after runs existed (Parameter::added_later).
+inline Parameter added_later(Parameter p) {
+  p.added_later = true;
+  return p;
+}
+
+// Whether a resolved config may leave `p` out (an older config.json) and the run id does.
+inline bool left_out_of_id(const Parameter& p, const nlohmann::json& resolved_config) {
+  if (p.observation) return true;
+  if (!p.added_later) return false;
+  const auto it = resolved_config.find(p.name);
+  return it == resolved_config.end() || *it == p.default_value;
 }
 
 namespace parameter_detail {

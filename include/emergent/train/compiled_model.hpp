@@ -56,6 +56,36 @@ EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
   return r;
 }
 
+// The mean losses of a checkpoint on a fixed held-out set: `batches` batches, the data streams
+// of steps kEvalStep, kEvalStep + 1, ... (the first is evaluate's batch), forward only in `ws`.
+// The same set every time, so that its curve moves only with the parameters (trainer's
+// eval_every). No attention analysis.
+template <class Net>
+EvalResult held_out_losses(std::span<const float> params, const SequenceTask& task,
+                           std::uint64_t data_seed, int batch, int batches, float bias,
+                           typename Net::Workspace& ws) {
+  const int T = task.length();
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
+  const std::vector<float> full = task.full_loss_weights(),
+                           predictable = task.predictable_loss_weights();
+  const std::vector<float> target = task.attention_target();
+  EvalResult r;
+  for (int b = 0; b < batches; ++b) {
+    task.sample(data_seed, kEvalStep + std::uint64_t(b), batch, inputs, targets);
+    r.loss += Net::forward(
+        params,
+        {batch, T, inputs, targets, full,
+         bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
+        ws);
+    r.predictable_loss += Net::weighted_mean(ws, predictable);
+    r.predictable_accuracy += Net::weighted_accuracy(ws, predictable);
+  }
+  r.loss /= batches;
+  r.predictable_loss /= batches;
+  r.predictable_accuracy /= batches;
+  return r;
+}
+
 class TrainableModel {
  public:
   virtual ~TrainableModel() = default;
@@ -80,6 +110,8 @@ class TrainableModel {
                               std::uint64_t data_seed, int batch, float bias,
                               std::vector<std::int32_t>* inputs_out,
                               std::vector<std::int32_t>* targets_out) const = 0;
+  virtual EvalResult held_out(std::span<const float> params, const SequenceTask& task,
+                              std::uint64_t data_seed, int batch, int batches, float bias) = 0;
 };
 
 template <class Net>
@@ -125,9 +157,16 @@ class CompiledModel final : public TrainableModel {
                       std::vector<std::int32_t>* targets_out) const override {
     return emergent::evaluate<Net>(params, task, data_seed, batch, bias, inputs_out, targets_out);
   }
+  EvalResult held_out(std::span<const float> params, const SequenceTask& task,
+                      std::uint64_t data_seed, int batch, int batches, float bias) override {
+    if (!held_out_workspace_) held_out_workspace_ = std::make_unique<typename Net::Workspace>();
+    return held_out_losses<Net>(params, task, data_seed, batch, batches, bias,
+                                *held_out_workspace_);
+  }
 
  private:
   std::unique_ptr<DataParallelStep<Net>> parallel_step_;
+  std::unique_ptr<typename Net::Workspace> held_out_workspace_;
 };
 
 }  // namespace emergent

@@ -54,6 +54,10 @@ struct TrainConfig {
   std::int64_t analysis_every = 100;
   std::int64_t checkpoint_every = 1000;
   double stop_below = 0;
+  // Held-out evaluation on a fixed set of eval_batches batches, every eval_every steps (0: off);
+  // when on, the emergence metric, its thresholds and stop_below read it (train/trainer.hpp).
+  std::int64_t eval_every = 0;
+  int eval_batches = 4;
   int threads = 0;
   // Observation: steps whose batch-averaged attention maps are saved, "1000,1500" ("": none).
   std::string save_attention_at;
@@ -110,6 +114,15 @@ inline const std::vector<TrainingField>& training_fields() {
       field(&TrainConfig::stop_below, real("stop_below", 0, at_least(0),
                                            "stop once the smoothed emergence metric (linear map: "
                                            "x1 loss; automaton: loss) is below this (0: never)")),
+      field(&TrainConfig::eval_every,
+            added_later(integer(
+                "eval_every", 0, at_least(0),
+                "steps between held-out evaluations on a fixed set, a multiple of log_every; when "
+                "on, emergence, plateau and stop_below read the held-out metric (0: off, they "
+                "read the training batch)"))),
+      field(&TrainConfig::eval_batches,
+            added_later(integer("eval_batches", 0, between(1, 1024),
+                                "batches in the fixed held-out set of eval_every"))),
       field(&TrainConfig::threads,
             integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
       field(&TrainConfig::save_attention_at,
@@ -240,7 +253,8 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
                 " takes: " + parameter_names(declared) + ")");
   if (complete)
     for (const Parameter& p : declared)
-      require(p.observation || given.contains(p.name), where, "missing field '" + p.name + "'");
+      require(p.observation || p.added_later || given.contains(p.name), where,
+              "missing field '" + p.name + "'");
 
   c.task_params = ParameterValues(declaration.parameters, given, where).json();
   const TaskSetup setup = make_task(c, where);
@@ -276,6 +290,10 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
   require(c.batch_tokens >= tokens, where,
           "field 'batch_tokens' = " + std::to_string(c.batch_tokens) +
               " is not allowed: it must hold one sequence (" + std::to_string(tokens) + " tokens)");
+  require(c.eval_every % c.log_every == 0, where,
+          "field 'eval_every' = " + std::to_string(c.eval_every) +
+              " is not allowed: it must be 0 or a multiple of log_every = " +
+              std::to_string(c.log_every));
   // A setting that does nothing for the mixer is refused, not recorded: heads for a mixer
   // without heads (any value but the default, which only names the shape).
   require(find_mixer(c.mixer, where).uses_heads || c.shape.heads == declaration.default_shape.heads,

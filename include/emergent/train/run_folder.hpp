@@ -2,7 +2,9 @@
 // device ensembles', cuda/ensemble_trainer.cuh), so that a run folder is the same whichever
 // backend wrote it and either can resume it:
 //   check_and_write_config   config.json of a new run, or the check that a resumed one matches
+//   with_emergence_source    the metric emergence reads: the training batch's or the held-out set's
 //   metrics_row              a row of metrics.jsonl, without the attention analysis, and
+//   held_out_columns         its held-out columns, and
 //   append_metrics_row       its appending
 //   RunHistory               the logged emergence metric and loss, refilled on resume
 //   write_run_summary        summary.json: final losses, emergence steps, the held-out eval
@@ -76,6 +78,14 @@ inline std::string check_and_write_config(const std::filesystem::path& run_dir,
   return text;
 }
 
+// The task's setup with the emergence metric the run reads: the training batch's (e.g. "loss"),
+// or with eval_every the same metric on the fixed held-out set ("eval_loss"), whose curve does
+// not move with each batch's sequences, so that a plateau's end is not read off a lucky batch.
+inline TaskSetup with_emergence_source(TaskSetup setup, const TrainConfig& config) {
+  if (config.eval_every > 0) setup.thresholds.metric = "eval_" + setup.thresholds.metric;
+  return setup;
+}
+
 // A row of metrics.jsonl: the full loss, the loss and accuracy of the learnable predictions
 // (named "<predictable>_loss", "<predictable>_accuracy"), the learning rate, the gradient norm
 // before clipping, and the wall time of the run so far.
@@ -89,6 +99,13 @@ inline nlohmann::json metrics_row(std::int64_t step, double loss, const std::str
           {"lr", lr},
           {"grad_norm", grad_norm},
           {"wall_s", wall_seconds}};
+}
+
+// The held-out columns of a metrics row: eval_loss, eval_<predictable>_loss and _accuracy.
+inline nlohmann::json held_out_columns(const std::string& predictable, const EvalResult& held_out) {
+  return {{"eval_loss", held_out.loss},
+          {"eval_" + predictable + "_loss", held_out.predictable_loss},
+          {"eval_" + predictable + "_accuracy", held_out.predictable_accuracy}};
 }
 
 // Appends `row` to the run's open metrics.jsonl, flushed, so that a kill loses no logged row.
@@ -124,8 +141,9 @@ struct RunHistory {
                            const std::string& metric_name) {
     RunHistory h;
     for (const nlohmann::json& row : keep_metrics_before(run_dir / "metrics.jsonl", step)) {
-      h.add(row.at("step").get<std::int64_t>(), row.at(metric_name).get<double>(),
-            row.at("loss").get<double>());
+      if (row.contains(metric_name))  // held-out metrics are in every eval_every-th row only
+        h.add(row.at("step").get<std::int64_t>(), row.at(metric_name).get<double>(),
+              row.at("loss").get<double>());
       h.wall_offset = row.at("wall_s").get<double>();
     }
     return h;

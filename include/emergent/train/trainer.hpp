@@ -9,6 +9,9 @@
 //                        attention_iou (best head per row) with their chance values and
 //                        attention_iou_above_chance
 //                        (analysis/attention_summary.hpp)
+//                        with eval_every, also eval_loss, eval_<p>_loss and eval_<p>_accuracy
+//                        on a fixed held-out set, after the step's update; emergence and
+//                        stop_below then read eval_<metric>
 // <run>/step_NNNNNN.safetensors  checkpoints (train/checkpoint.hpp)
 // <run>/attention/step_NNNNNN.safetensors  attention maps of the steps `save_attention_at`
 //                        names (train/attention_snapshot.hpp)
@@ -60,7 +63,7 @@ class RunTrainer {
         run_dir_(std::move(run_dir)),
         show_progress_(show_progress),
         model_(std::move(model)),
-        setup_(make_task(config_)),
+        setup_(with_emergence_source(make_task(config_), config_)),
         batch_(std::max(1, config_.batch_tokens / (setup_.task->length() + 1))),
         params_(model_->parameter_count()),
         grads_(model_->parameter_count()),
@@ -128,8 +131,13 @@ class RunTrainer {
                                          seconds_since(started) + history_.wall_offset);
         if (step % config_.analysis_every == 0)
           row.update(to_json(model_->analyse_last_step(task, target)));
+        if (config_.eval_every > 0 && step % config_.eval_every == 0)
+          row.update(held_out_columns(
+              name, model_->held_out(params_, task, config_.seed, B, config_.eval_batches,
+                                     float(config_.bias))));
         append_metrics_row(metrics, run_dir_, row);
-        history_.add(step, row.at(setup_.thresholds.metric).get<double>(), loss);
+        if (row.contains(setup_.thresholds.metric))
+          history_.add(step, row.at(setup_.thresholds.metric).get<double>(), loss);
         if (history_.stopped_below(config_.stop_below)) {
           ++step;  // this step's update is done
           break;
