@@ -365,10 +365,11 @@ def factors(args):
 
 
 def batch(args):
-    """The batch convention: fixed tokens per step against fixed sequences per step."""
+    """The batch convention (fixed tokens per step against fixed sequences per step) and the
+    measurement (the plateau's end read off the training batch or a fixed held-out set)."""
     rows = sweep_rows(args.dirs[0])
     fig, ax = plt.subplots(figsize=(7, 4.6))
-    groups = summarize(args, args.dirs[0], ["S", "bias", "batch_tokens"])
+    groups = summarize(args, args.dirs[0], ["S", "bias", "batch_tokens", "eval_every"])
 
     # A batch_tokens value shared by several S is the fixed-tokens convention; one value per S
     # (batch_tokens = sequences * tokens per sequence, zipped with S) the fixed-sequences one.
@@ -381,9 +382,10 @@ def batch(args):
         tokens_per_sequence = g["group"]["S"] * next(r["config"]["states"] for r in rows)
         name = (f"{g['group']['batch_tokens']} tokens per step" if shared
                 else f"{g['group']['batch_tokens'] // tokens_per_sequence} sequences per step")
+        name += ", read off a fixed held-out set" if g["group"]["eval_every"] else ", read off the batch"
         keys.setdefault((name, g["group"]["bias"]), []).append(g)
-    for ((name, bias), of_key), colour, offset in zip(sorted(keys.items()), ["C0", "C1", "C3", "C2", "C4"],
-                                                     [1.0, 1.05, 1.1, 1.15, 1.2]):
+    for ((name, bias), of_key), colour, offset in zip(sorted(keys.items()), ["C0", "C1", "C3", "C2", "C4", "C5", "C6"],
+                                                     [1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3]):
         of_key.sort(key=lambda g: g["group"]["S"])
         xs = [g["group"]["S"] for g in of_key]
         for x, g in zip(xs, of_key):
@@ -396,7 +398,7 @@ def batch(args):
     ax.set_xlabel("state size S")
     ax.set_ylabel("plateau length (first step with loss < 1.3)")
     ax.legend(fontsize=7)
-    finish(fig, args, "Cellular automaton: plateau against S by batch convention")
+    finish(fig, args, "Cellular automaton: plateau against S by batch convention and measurement")
 
 
 def read_safetensors(path):

@@ -386,8 +386,9 @@ TEST_CASE("trainer: eval_every logs a fixed held-out set, and emergence and stop
   CHECK(stopped.steps_done == 1);  // step 0's row has the held-out metric
 }
 
-TEST_CASE("eval_every: a multiple of log_every, or one line naming the field; absent in older "
-          "configs and run ids") {
+TEST_CASE(
+    "eval_every: a multiple of log_every, or one line naming the field; absent in older "
+    "configs and run ids") {
   using nlohmann::json;
   CHECK(contains(error_of([] {
                    emergent::resolve_config(json{{"log_every", 10}, {"eval_every", 15}}, "f.toml");

@@ -21,7 +21,7 @@ inline std::filesystem::path ensemble_program(const std::string& backend) {
   require(std::filesystem::exists(program), program.string(),
           "does not exist: this build has no " + backend +
               " backend (cuda: nvcc at configure time, then `make build-cuda` where no GPU was "
-                                  "visible then)");
+              "visible then)");
   return program;
 }
 

@@ -29,19 +29,22 @@ inline nlohmann::json optional_number(const std::optional<double>& v) {
 }
 
 // The groups of `rows` by the values of `keys` in their config, in order of first appearance.
+// A key that a row written before its setting existed lacks takes its value from `older_rows`
+// (the defaults of settings declared added_later: experiment/parameters.hpp).
 inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows,
-                                     const std::vector<std::string>& keys,
-                                     const std::string& where) {
+                                     const std::vector<std::string>& keys, const std::string& where,
+                                     const nlohmann::json& older_rows = nlohmann::json::object()) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const nlohmann::json*>> groups;
   std::map<std::string, nlohmann::json> group_values;
   for (const nlohmann::json& row : rows) {
     nlohmann::json values = nlohmann::json::object();
     for (const std::string& key : keys) {
+      const nlohmann::json& config = row.at("config");
       require(
-          row.at("config").contains(key), where,
+          config.contains(key) || older_rows.contains(key), where,
           "--by field '" + key + "' is not a setting of run " + row.at("id").get<std::string>());
-      values[key] = row.at("config").at(key);
+      values[key] = config.contains(key) ? config.at(key) : older_rows.at(key);
     }
     const std::string name = values.dump();
     if (!groups.count(name)) order.push_back(name), group_values[name] = values;

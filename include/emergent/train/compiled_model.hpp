@@ -72,11 +72,11 @@ EvalResult held_out_losses(std::span<const float> params, const SequenceTask& ta
   EvalResult r;
   for (int b = 0; b < batches; ++b) {
     task.sample(data_seed, kEvalStep + std::uint64_t(b), batch, inputs, targets);
-    r.loss += Net::forward(
-        params,
-        {batch, T, inputs, targets, full,
-         bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
-        ws);
+    r.loss +=
+        Net::forward(params,
+                     {batch, T, inputs, targets, full,
+                      bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
+                     ws);
     r.predictable_loss += Net::weighted_mean(ws, predictable);
     r.predictable_accuracy += Net::weighted_accuracy(ws, predictable);
   }

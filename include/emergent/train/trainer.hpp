@@ -132,9 +132,9 @@ class RunTrainer {
         if (step % config_.analysis_every == 0)
           row.update(to_json(model_->analyse_last_step(task, target)));
         if (config_.eval_every > 0 && step % config_.eval_every == 0)
-          row.update(held_out_columns(
-              name, model_->held_out(params_, task, config_.seed, B, config_.eval_batches,
-                                     float(config_.bias))));
+          row.update(
+              held_out_columns(name, model_->held_out(params_, task, config_.seed, B,
+                                                      config_.eval_batches, float(config_.bias))));
         append_metrics_row(metrics, run_dir_, row);
         if (row.contains(setup_.thresholds.metric))
           history_.add(step, row.at(setup_.thresholds.metric).get<double>(), loss);
