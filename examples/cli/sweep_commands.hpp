@@ -456,10 +456,10 @@ class SweepCommands {
     const nlohmann::json plan = read_sweep_plan(dir);
     const std::vector<nlohmann::json> rows = collected_rows(dir, plan["runs"]);
     require(!rows.empty(), dir.string(), "has no finished runs yet");
-    nlohmann::json older_rows = nlohmann::json::object();  // their config lacks these settings
+    nlohmann::json older_defaults = nlohmann::json::object();  // for rows lacking these settings
     for (const Parameter& p : training_parameters())
-      if (p.added_later) older_rows[p.name] = p.default_value;
-    const nlohmann::json groups = summarize_rows(rows, by_, dir.string(), older_rows);
+      if (p.added_later) older_defaults[p.name] = p.default_value;
+    const nlohmann::json groups = summarize_rows(rows, by_, dir.string(), older_defaults);
     std::printf("%zu finished runs of %zu\n%s", rows.size(), plan["runs"].size(),
                 summary_table(groups).c_str());
     if (!json_.empty()) write_text_atomically(json_, groups.dump(2) + "\n");

@@ -29,11 +29,11 @@ inline nlohmann::json optional_number(const std::optional<double>& v) {
 }
 
 // The groups of `rows` by the values of `keys` in their config, in order of first appearance.
-// A key that a row written before its setting existed lacks takes its value from `older_rows`
+// A key that a row written before its setting existed lacks takes its value from `older_defaults`
 // (the defaults of settings declared added_later: experiment/parameters.hpp).
-inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows,
-                                     const std::vector<std::string>& keys, const std::string& where,
-                                     const nlohmann::json& older_rows = nlohmann::json::object()) {
+inline nlohmann::json summarize_rows(
+    const std::vector<nlohmann::json>& rows, const std::vector<std::string>& keys,
+    const std::string& where, const nlohmann::json& older_defaults = nlohmann::json::object()) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const nlohmann::json*>> groups;
   std::map<std::string, nlohmann::json> group_values;
@@ -42,9 +42,9 @@ inline nlohmann::json summarize_rows(const std::vector<nlohmann::json>& rows,
     for (const std::string& key : keys) {
       const nlohmann::json& config = row.at("config");
       require(
-          config.contains(key) || older_rows.contains(key), where,
+          config.contains(key) || older_defaults.contains(key), where,
           "--by field '" + key + "' is not a setting of run " + row.at("id").get<std::string>());
-      values[key] = config.contains(key) ? config.at(key) : older_rows.at(key);
+      values[key] = config.contains(key) ? config.at(key) : older_defaults.at(key);
     }
     const std::string name = values.dump();
     if (!groups.count(name)) order.push_back(name), group_values[name] = values;

@@ -29,26 +29,38 @@ struct EvalResult {
 // kEvalStep, which no training run reaches.
 inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
 
+// The losses of one forward pass, in `ws`, on the batch of data step `data_step` (sampled into
+// `inputs` and `targets`); `target` is the task's attention target, the bias pattern.
+template <class Net>
+EvalResult batch_losses(std::span<const float> params, const SequenceTask& task,
+                        std::uint64_t data_seed, std::uint64_t data_step, int batch, float bias,
+                        std::span<const float> target, typename Net::Workspace& ws,
+                        std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) {
+  const int T = task.length();
+  inputs.resize(static_cast<std::size_t>(batch) * T);
+  targets.resize(inputs.size());
+  task.sample(data_seed, data_step, batch, inputs, targets);
+  const std::vector<float> full = task.full_loss_weights(),
+                           predictable = task.predictable_loss_weights();
+  EvalResult r;
+  r.loss = Net::forward(
+      params,
+      {batch, T, inputs, targets, full, bias != 0 ? target : std::span<const float>(), bias}, ws);
+  r.predictable_loss = Net::weighted_mean(ws, predictable);
+  r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
+  return r;
+}
+
 template <class Net>
 EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
                     std::uint64_t data_seed, int batch, float bias,
                     std::vector<std::int32_t>* inputs_out = nullptr,
                     std::vector<std::int32_t>* targets_out = nullptr) {
-  const int T = task.length();
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
-  task.sample(data_seed, kEvalStep, batch, inputs, targets);
-  const std::vector<float> full = task.full_loss_weights(),
-                           predictable = task.predictable_loss_weights();
+  std::vector<std::int32_t> inputs, targets;
   const std::vector<float> target = task.attention_target();
   typename Net::Workspace ws;  // forward only: the ops spread over the threads themselves
-  EvalResult r;
-  r.loss =
-      Net::forward(params,
-                   {batch, T, inputs, targets, full,
-                    bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
-                   ws);
-  r.predictable_loss = Net::weighted_mean(ws, predictable);
-  r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
+  EvalResult r = batch_losses<Net>(params, task, data_seed, kEvalStep, batch, bias, target, ws,
+                                   inputs, targets);
   const typename Net::Workspace* slices[] = {&ws};
   r.attention = analyse_attention<Net>(slices, task, target);
   if (inputs_out) *inputs_out = inputs;
@@ -64,21 +76,15 @@ template <class Net>
 EvalResult held_out_losses(std::span<const float> params, const SequenceTask& task,
                            std::uint64_t data_seed, int batch, int batches, float bias,
                            typename Net::Workspace& ws) {
-  const int T = task.length();
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch) * T), targets(inputs.size());
-  const std::vector<float> full = task.full_loss_weights(),
-                           predictable = task.predictable_loss_weights();
+  std::vector<std::int32_t> inputs, targets;
   const std::vector<float> target = task.attention_target();
   EvalResult r;
   for (int b = 0; b < batches; ++b) {
-    task.sample(data_seed, kEvalStep + std::uint64_t(b), batch, inputs, targets);
-    r.loss +=
-        Net::forward(params,
-                     {batch, T, inputs, targets, full,
-                      bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
-                     ws);
-    r.predictable_loss += Net::weighted_mean(ws, predictable);
-    r.predictable_accuracy += Net::weighted_accuracy(ws, predictable);
+    const EvalResult one = batch_losses<Net>(params, task, data_seed, kEvalStep + std::uint64_t(b),
+                                             batch, bias, target, ws, inputs, targets);
+    r.loss += one.loss;
+    r.predictable_loss += one.predictable_loss;
+    r.predictable_accuracy += one.predictable_accuracy;
   }
   r.loss /= batches;
   r.predictable_loss /= batches;
