@@ -250,8 +250,11 @@ def steps_for(name: str, args) -> tuple[int, int]:
 
 
 def kernel_of(result: dict) -> str:
-    """The kernels emergent's runs used ("avx512", "avx2" or "eigen", core/simd.hpp)."""
-    return ", ".join(sorted({r["emergent"].get("kernel", "?") for r in result["rows"]})) or "none run"
+    """The kernels emergent's runs used ("avx512", "avx2" or "eigen", core/simd.hpp) and the GEMM
+    blocking this CPU chose (nn/gemm.hpp)."""
+    kinds = {f'{r["emergent"].get("kernel", "?")} (GEMM {r["emergent"].get("gemm_blocking", "?")})'
+             for r in result["rows"]}
+    return ", ".join(sorted(kinds)) or "none run"
 
 
 def mib(n: float) -> str:

@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <emergent/core/arena.hpp>
+#include <emergent/core/cpu.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/core/simd.hpp>
 #include <emergent/mixers/dot_attention.hpp>
@@ -57,8 +58,13 @@
 // The GEMM and attention kernels this build uses (core/simd.hpp), printed with every result.
 #if EMERGENT_SIMD_LANES > 0
 constexpr const char* kKernel = emergent::simd::kName;
+std::string gemm_blocking() {
+  const auto& b = emergent::nn::gemm_blocking();
+  return "kc " + std::to_string(b.kc) + (b.b_in_place ? ", B in place" : ", B packed");
+}
 #else
 constexpr const char* kKernel = "eigen";
+std::string gemm_blocking() { return "eigen"; }
 #endif
 
 namespace {
@@ -170,6 +176,8 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   const std::size_t workspace_bytes = workspace_count * sizeof(float);
   return {{"config", name},
           {"kernel", kKernel},
+          {"gemm_blocking", gemm_blocking()},
+          {"cpu", emergent::cpu::info().model},
           {"threads", emergent::thread_count()},
           {"batch", batch},
           {"length", length},

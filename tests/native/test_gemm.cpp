@@ -8,6 +8,8 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <emergent/core/cpu.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/nn/gemm.hpp>
 #include <random>
@@ -33,8 +35,17 @@ enum class Layout {
   spread
 };  // B read by rows, by columns, or with both strides > 1
 
+using Blocking = emergent::nn::gemm_detail::Blocking;
+
+// Every blocking a CPU may choose (nn::gemm_detail::blocking_for), and a shallow one that splits
+// K into many blocks.
+constexpr std::array kBlockings = {Blocking{256, true},  Blocking{256, false}, Blocking{128, true},
+                                   Blocking{128, false}, Blocking{64, false},  Blocking{16, true}};
+
 void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool accumulate,
-                   bool with_bias) {
+                   bool with_bias, const Blocking& blocking = emergent::nn::gemm_blocking()) {
+  CAPTURE(blocking.kc);
+  CAPTURE(blocking.b_in_place);
   CAPTURE(M);
   CAPTURE(N);
   CAPTURE(K);
@@ -56,7 +67,8 @@ void check_product(int M, int N, int K, bool a_transposed, Layout b_layout, bool
       b_layout == Layout::rows      ? emergent::nn::StridedMatrix{b.data(), N, 1}
       : b_layout == Layout::columns ? emergent::nn::StridedMatrix{b.data(), 1, K}
                                     : emergent::nn::StridedMatrix{b.data(), 2, 2 * K};
-  emergent::nn::gemm(M, N, K, A, B, c.data(), ldc, accumulate, with_bias ? bias.data() : nullptr);
+  emergent::nn::gemm(M, N, K, A, B, c.data(), ldc, accumulate, with_bias ? bias.data() : nullptr,
+                     blocking);
   double worst = 0;
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
@@ -78,7 +90,8 @@ TEST_CASE("gemm: every operand layout against a double product, with partial til
       for (auto [M, N, K] :
            {std::array{1, 1, 1}, std::array{5, 17, 3}, std::array{6, 64, 128},
             std::array{13, 130, 129}, std::array{247, 384, 128}, std::array{250, 64, 300}})
-        check_product(M, N, K, at, bt, false, false);
+        for (const Blocking& blocking : kBlockings)
+          check_product(M, N, K, at, bt, false, false, blocking);
 }
 
 TEST_CASE("gemm: bias, accumulation, and K over several packed blocks") {
@@ -101,6 +114,61 @@ TEST_CASE("gemm: the same bits with one thread and with several") {
   emergent::nn::gemm(M, N, K, {a.data(), K, 1}, {b.data(), 1, K}, c2.data(), N, false);
   emergent::set_thread_count(threads);
   CHECK(c1 == c2);
+}
+
+TEST_CASE("gemm: the same bits with every blocking") {
+  const int M = 301, N = 256, K = 700;  // a weight gradient: A read by columns, accumulated
+  const std::vector<float> a = random_values(std::size_t(K) * M, 7),
+                           b = random_values(std::size_t(K) * N, 8),
+                           start = random_values(std::size_t(M) * N, 9);
+  std::vector<float> first;
+  for (const Blocking& blocking : kBlockings) {
+    CAPTURE(blocking.kc);
+    CAPTURE(blocking.b_in_place);
+    std::vector<float> c = start;
+    emergent::nn::gemm(M, N, K, {a.data(), 1, M}, {b.data(), N, 1}, c.data(), N, true, nullptr,
+                       blocking);
+    if (first.empty()) first = c;
+    CHECK(c == first);
+  }
+}
+
+TEST_CASE("gemm: the blocking each kind of CPU gets") {
+  using emergent::cpu::Vendor;
+  using emergent::nn::gemm_detail::blocking_for;
+  const auto of = [](Vendor vendor, int l1d_kib) {
+    emergent::cpu::Info info;
+    info.vendor = vendor;
+    info.l1d_bytes = l1d_kib * 1024;
+    return blocking_for(info);
+  };
+  if (emergent::simd::kLanes == 16) {
+    CHECK(of(Vendor::amd, 48).b_in_place);  // Zen 4, Zen 5
+    CHECK(of(Vendor::amd, 48).kc == 256);
+    CHECK_FALSE(of(Vendor::intel, 48).b_in_place);  // Sapphire / Emerald Rapids
+    CHECK(of(Vendor::intel, 48).kc == 128);
+    CHECK(of(Vendor::intel, 32).kc == 80);  // Skylake-SP, Ice Lake: the sliver in 2/3 of L1
+    CHECK(of(Vendor::other, 8).kc == 64);   // never shallower than 64
+  } else {
+    CHECK_FALSE(of(Vendor::amd, 32).b_in_place);  // AVX2: always packed
+    CHECK(of(Vendor::amd, 32).kc == 256);         // Zen 3: 16-wide slivers of 16 KiB
+    CHECK(of(Vendor::intel, 48).kc == 256);
+  }
+}
+
+TEST_CASE("gemm: EMERGENT_GEMM_KC and EMERGENT_GEMM_B override the blocking, or name the error") {
+  using emergent::nn::gemm_detail::read_blocking;
+  setenv("EMERGENT_GEMM_KC", "96", 1);
+  setenv("EMERGENT_GEMM_B", "in-place", 1);
+  CHECK(read_blocking().kc == 96);
+  CHECK(read_blocking().b_in_place);
+  setenv("EMERGENT_GEMM_KC", "9", 1);
+  CHECK_THROWS_WITH(read_blocking(), "EMERGENT_GEMM_KC='9': expected an integer from 16 to 4096");
+  setenv("EMERGENT_GEMM_KC", "128", 1);
+  setenv("EMERGENT_GEMM_B", "transposed", 1);
+  CHECK_THROWS_WITH(read_blocking(), "EMERGENT_GEMM_B='transposed': expected packed or in-place");
+  unsetenv("EMERGENT_GEMM_KC");
+  unsetenv("EMERGENT_GEMM_B");
 }
 
 #else

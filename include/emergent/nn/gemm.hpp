@@ -9,18 +9,18 @@
 //
 // The shapes here are tall and thin: M = tokens (thousands), K and N = 128..512. Eigen's GEMM
 // packs both operands on every call, which at K = 128 costs a quarter of the multiply. Here:
-//   * B is read in place on AVX-512 when its rows are contiguous and N is a multiple of the
-//     tile width (the input and weight gradients); otherwise (the forward's W^T, and every B on
-//     AVX2: see kInPlace) it is packed once per call and block of K into slivers [N/NR][KC][NR],
-//     zero-padded (on AVX-512 by 16 x 16 register transposes).
+//   * B is read in place where its rows are contiguous and N is a multiple of the tile width
+//     (the input and weight gradients) if the CPU's blocking says so (AMD with AVX-512: see
+//     blocking_for); otherwise it is packed once per call and block of K into slivers
+//     [N/NR][kc][NR], zero-padded (the forward's W^T on AVX-512 by 16 x 16 register transposes).
 //   * A is not packed: the micro-kernel broadcasts its elements straight from the source rows.
 //   * The micro-kernel keeps a 6 x NR tile of C in registers: 6 x 64 in 24 zmm on AVX-512, 6 x 16
 //     in 12 ymm on AVX2 (of 16). Per k it loads NR / lanes vectors of the B sliver and broadcasts
-//     6 elements of A, for 24 or 12 FMAs. A sliver of KC x NR floats (64 KiB or 16 KiB at
-//     KC = 256) stays in L2 (L1 on AVX2) while the kernel walks down the rows of A.
+//     6 elements of A, for 24 or 12 FMAs. A sliver of kc x NR floats stays in L1 or L2 (the
+//     blocking, chosen per CPU) while the kernel walks down the rows of A.
 //   * The bias is the accumulators' initial value, so the forward needs no second pass over C.
-// Each element of C is summed in the same order whatever the thread count, so results are
-// deterministic. Work is split across OpenMP threads over (row block, sliver) pairs when the
+// Each element of C is summed in the same order whatever the thread count and blocking, so results
+// are deterministic. Work is split across OpenMP threads over (row block, sliver) pairs when the
 // caller is not already inside a parallel region.
 //
 // `kGemmKernel` is false where neither AVX-512 nor AVX2 with FMA is there; callers then use Eigen
@@ -29,9 +29,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../core/avx512.hpp"
+#include "../core/cpu.hpp"
 #include "../core/simd.hpp"
 #if defined(_OPENMP)
 #include <omp.h>
@@ -57,13 +61,61 @@ constexpr int L = simd::kLanes;
 constexpr int NV = L == 16 ? 4 : 2;  // vectors per tile row: 4 zmm (AVX-512) or 2 ymm (AVX2)
 constexpr int MR = 6;                // rows of a C tile: 6 x NV accumulators (24 zmm or 12 ymm)
 constexpr int NR = NV * L;           // columns of a C tile: 64 (AVX-512) or 16 (AVX2)
-constexpr int KC = 256;  // depth of a B block: 128 was ~5% slower on training steps, 512 no faster
 constexpr int MC = 240;  // rows of A per block (a multiple of MR); MC x KC floats stay in L2
-// B read in place where it can be (AVX-512). On AVX2 a 16-wide sliver read in place takes one
-// 64-byte piece of each of KC rows, which alias in L1 when the row stride is a multiple of 4 KiB
-// and cost a TLB entry each: packing it (a copy of the smaller operand) measured 5-20% faster on
-// the input and weight gradients (AMD EPYC Zen 3, against Eigen in the same run).
-constexpr bool kInPlace = L == 16;
+
+// How B is blocked, chosen once per process from the CPU (core/cpu.hpp). Results do not depend
+// on it: every element of C is summed in the same order for any kc.
+struct Blocking {
+  int kc;           // depth of a B block
+  bool b_in_place;  // B read in place where its rows are contiguous and N is a multiple of NR
+};
+
+// Measured with the Linear products of a training slice (M = 3968 tokens; K, N = 128..512):
+//   * AMD EPYC Zen 5 (AVX-512, L1d 48 KiB): B in place, kc = 256 (kc = 128 was ~5% slower on
+//     training steps, 512 no faster).
+//   * AMD EPYC Zen 3 (AVX2): packed, kc = 256. A 16-wide sliver read in place takes one 64-byte
+//     piece of each of kc rows, which alias in L1 when the row stride is a multiple of 4 KiB and
+//     cost a TLB entry each: packing measured 5-20% faster on the input and weight gradients.
+//   * Intel Xeon (Emerald Rapids, AVX-512, L1d 48 KiB): packed, kc = 128, so that the 32 KiB
+//     sliver stays in L1: 14% more GFLOP/s over the twelve products than in place at kc = 256
+//     (141.6 against 123.8 on one core, interleaved runs; benchmarks/gemm_blocking.cpp).
+// Elsewhere: packed, with the deepest kc (a multiple of 16 in [64, 256]) whose sliver fills at
+// most 2/3 of L1d.
+inline Blocking blocking_for(const cpu::Info& cpu) {
+  if (L == 16 && cpu.vendor == cpu::Vendor::amd) return {256, true};
+  const int fit = cpu.l1d_bytes * 2 / 3 / (NR * static_cast<int>(sizeof(float)));
+  return {std::clamp(fit / 16 * 16, 64, 256), false};
+}
+
+// The blocking of this process: blocking_for(this CPU), or EMERGENT_GEMM_KC (16..4096) and
+// EMERGENT_GEMM_B (packed, in-place) where set, to measure the alternatives without a rebuild.
+inline Blocking read_blocking() {
+  Blocking chosen = blocking_for(cpu::info());
+  if (const char* kc = std::getenv("EMERGENT_GEMM_KC")) {
+    char* end = nullptr;
+    const long value = std::strtol(kc, &end, 10);
+    if (end == kc || *end != '\0' || value < 16 || value > 4096)
+      throw std::invalid_argument("EMERGENT_GEMM_KC='" + std::string(kc) +
+                                  "': expected an integer from 16 to 4096");
+    chosen.kc = static_cast<int>(value);
+  }
+  if (const char* b = std::getenv("EMERGENT_GEMM_B")) {
+    const std::string value = b;
+    if (value != "packed" && value != "in-place")
+      throw std::invalid_argument("EMERGENT_GEMM_B='" + value + "': expected packed or in-place");
+    chosen.b_in_place = value == "in-place";
+  }
+  return chosen;
+}
+
+}  // namespace gemm_detail
+
+inline const gemm_detail::Blocking& gemm_blocking() {
+  static const gemm_detail::Blocking chosen = gemm_detail::read_blocking();
+  return chosen;
+}
+
+namespace gemm_detail {
 
 // packed[s][k][0..NR) = B[k0 + k, NR s + (0..NR)], zero beyond N.
 inline void pack_b(float* packed, const StridedMatrix& b, int k0, int kc, int N) {
@@ -171,9 +223,11 @@ inline std::vector<float>& packing_buffer() {
 }  // namespace gemm_detail
 
 // C[M,N] (row-major, leading dimension ldc) = A B + bias, or += A B when `accumulate`.
-// bias (length N) may be null; it is ignored when accumulating.
+// bias (length N) may be null; it is ignored when accumulating. `blocking` is this CPU's unless
+// given (benchmarks/gemm_blocking.cpp measures the alternatives).
 inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatrix& b, float* c,
-                 std::int64_t ldc, bool accumulate, const float* bias = nullptr) {
+                 std::int64_t ldc, bool accumulate, const float* bias = nullptr,
+                 const gemm_detail::Blocking& blocking = gemm_blocking()) {
   using namespace gemm_detail;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -183,7 +237,8 @@ inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatri
     return;
   }
   const int slivers = (N + NR - 1) / NR, row_blocks = (M + MC - 1) / MC;
-  const bool in_place = b.col_stride == 1 && N % NR == 0 && kInPlace;
+  const int KC = blocking.kc;
+  const bool in_place = b.col_stride == 1 && N % NR == 0 && blocking.b_in_place;
   std::vector<float>& packed = packing_buffer();
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = std::min(KC, K - k0);
