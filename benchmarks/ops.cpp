@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <emergent/core/arena.hpp>
+#include <emergent/core/cpu.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/core/philox.hpp>
 #include <emergent/core/shape.hpp>
@@ -42,6 +43,7 @@
 #include <emergent/nn/cross_entropy.hpp>
 #include <emergent/nn/embedding.hpp>
 #include <emergent/nn/gelu.hpp>
+#include <emergent/nn/gemm.hpp>
 #include <emergent/nn/layernorm.hpp>
 #include <emergent/nn/linear.hpp>
 #include <emergent/optim/adamw.hpp>
@@ -516,4 +518,21 @@ BENCHMARK(BM_TrainStep)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// Google Benchmark's main, with the CPU model and the kernel choices in the context it prints.
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("cpu", emergent::cpu::info().model);
+#if EMERGENT_SIMD_LANES > 0
+  const auto& blocking = emergent::nn::gemm_blocking();
+  benchmark::AddCustomContext("kernels", emergent::simd::kName);
+  benchmark::AddCustomContext(
+      "gemm_blocking",
+      "kc " + std::to_string(blocking.kc) + (blocking.b_in_place ? ", B in place" : ", B packed"));
+#else
+  benchmark::AddCustomContext("kernels", "eigen");
+#endif
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -77,8 +77,8 @@ struct Blocking {
 //     piece of each of kc rows, which alias in L1 when the row stride is a multiple of 4 KiB and
 //     cost a TLB entry each: packing measured 5-20% faster on the input and weight gradients.
 //   * Intel Xeon (Emerald Rapids, AVX-512, L1d 48 KiB): packed, kc = 128, so that the 32 KiB
-//     sliver stays in L1: 14% more GFLOP/s over the twelve products than in place at kc = 256
-//     (141.6 against 123.8 on one core, interleaved runs; benchmarks/gemm_blocking.cpp).
+//     sliver stays in L1: 16% more GFLOP/s over the twelve products than in place at kc = 256
+//     (137.0 against 117.8 on one core, interleaved runs; benchmarks/gemm_blocking.cpp).
 // Elsewhere: packed, with the deepest kc (a multiple of 16 in [64, 256]) whose sliver fills at
 // most 2/3 of L1d.
 inline Blocking blocking_for(const cpu::Info& cpu) {
