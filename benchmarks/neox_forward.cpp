@@ -17,9 +17,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <emergent/core/cpu.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/core/philox.hpp>
 #include <emergent/neox/model.hpp>
+#include <emergent/nn/gemm.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
       std::sort(seconds.begin(), seconds.end());
       const double median = seconds[seconds.size() / 2];
       std::cout << nlohmann::json{{"model", "pythia-160m"},
+                                  {"cpu", emergent::cpu::info().model},
+                                  {"gemm", emergent::nn::gemm_description()},
                                   {"length", T},
                                   {"threads", emergent::thread_count()},
                                   {"repeats", o.repeats},

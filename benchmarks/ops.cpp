@@ -521,15 +521,7 @@ BENCHMARK(BM_TrainStep)
 // Google Benchmark's main, with the CPU model and the kernel choices in the context it prints.
 int main(int argc, char** argv) {
   benchmark::AddCustomContext("cpu", emergent::cpu::info().model);
-#if EMERGENT_SIMD_LANES > 0
-  const auto& blocking = emergent::nn::gemm_blocking();
-  benchmark::AddCustomContext("kernels", emergent::simd::kName);
-  benchmark::AddCustomContext(
-      "gemm_blocking",
-      "kc " + std::to_string(blocking.kc) + (blocking.b_in_place ? ", B in place" : ", B packed"));
-#else
-  benchmark::AddCustomContext("kernels", "eigen");
-#endif
+  benchmark::AddCustomContext("gemm", emergent::nn::gemm_description());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

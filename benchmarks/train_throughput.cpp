@@ -58,13 +58,8 @@
 // The GEMM and attention kernels this build uses (core/simd.hpp), printed with every result.
 #if EMERGENT_SIMD_LANES > 0
 constexpr const char* kKernel = emergent::simd::kName;
-std::string gemm_blocking() {
-  const auto& b = emergent::nn::gemm_blocking();
-  return "kc " + std::to_string(b.kc) + (b.b_in_place ? ", B in place" : ", B packed");
-}
 #else
 constexpr const char* kKernel = "eigen";
-std::string gemm_blocking() { return "eigen"; }
 #endif
 
 namespace {
@@ -176,7 +171,7 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   const std::size_t workspace_bytes = workspace_count * sizeof(float);
   return {{"config", name},
           {"kernel", kKernel},
-          {"gemm_blocking", gemm_blocking()},
+          {"gemm", emergent::nn::gemm_description()},
           {"cpu", emergent::cpu::info().model},
           {"threads", emergent::thread_count()},
           {"batch", batch},

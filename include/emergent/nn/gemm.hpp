@@ -268,8 +268,16 @@ inline void gemm(int M, int N, int K, const StridedMatrix& a, const StridedMatri
   }
 }
 
+// "avx512, kc 128, B packed": the kernel and blocking of this build and CPU, for benchmarks.
+inline std::string gemm_description() {
+  const gemm_detail::Blocking& b = gemm_blocking();
+  return std::string(simd::kName) + ", kc " + std::to_string(b.kc) +
+         (b.b_in_place ? ", B in place" : ", B packed");
+}
+
 #else
 inline constexpr bool kGemmKernel = false;
+inline std::string gemm_description() { return "eigen"; }
 #endif
 
 }  // namespace emergent::nn
