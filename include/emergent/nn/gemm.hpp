@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -110,8 +111,17 @@ inline Blocking read_blocking() {
 
 }  // namespace gemm_detail
 
+// Read on the first product, which may run inside a parallel region where an exception would
+// end the process without a word: a bad environment variable is one line on stderr and exit 2.
 inline const gemm_detail::Blocking& gemm_blocking() {
-  static const gemm_detail::Blocking chosen = gemm_detail::read_blocking();
+  static const gemm_detail::Blocking chosen = [] {
+    try {
+      return gemm_detail::read_blocking();
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "emergent: %s\n", e.what());
+      std::exit(2);
+    }
+  }();
   return chosen;
 }
 
