@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "cephes_expf.hpp"
+
 namespace emergent::avx512 {
 
 // The first `count` lanes of a 16-float vector (none for count <= 0, all for count >= 16): the
@@ -22,16 +24,16 @@ inline __mmask16 lanes_below(int count) {
 // (the result rounds to 0, so exp(-inf) = 0); NaN stays NaN.
 inline __m512 exp_ps(__m512 x) {
   x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(cephes_expf::kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cephes_expf::kLn2High), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cephes_expf::kLn2Low), r);
+  __m512 p = _mm512_set1_ps(cephes_expf::kP[0]);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[1]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[2]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[3]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[4]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[5]));
   const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(y, n);
 }

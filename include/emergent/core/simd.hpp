@@ -31,6 +31,7 @@
 #include <algorithm>
 
 #include "avx512.hpp"
+#include "cephes_expf.hpp"
 
 namespace emergent::simd {
 
@@ -98,16 +99,16 @@ inline float reduce_max(Vec v) {
 // for a NaN).
 inline Vec exp(Vec x) {
   x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.3365f), x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(cephes_expf::kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(cephes_expf::kLn2High), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(cephes_expf::kLn2Low), r);
+  __m256 p = _mm256_set1_ps(cephes_expf::kP[0]);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[1]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[2]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[3]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[4]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[5]));
   const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
   const __m256i bits =
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
