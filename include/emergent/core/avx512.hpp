@@ -29,11 +29,8 @@ inline __m512 exp_ps(__m512 x) {
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cephes_expf::kLn2High), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cephes_expf::kLn2Low), r);
   __m512 p = _mm512_set1_ps(cephes_expf::kP[0]);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[1]));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[2]));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[3]));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[4]));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[5]));
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cephes_expf::kP[i]));
   const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(y, n);
 }

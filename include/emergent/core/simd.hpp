@@ -104,11 +104,8 @@ inline Vec exp(Vec x) {
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(cephes_expf::kLn2High), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(cephes_expf::kLn2Low), r);
   __m256 p = _mm256_set1_ps(cephes_expf::kP[0]);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[1]));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[2]));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[3]));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[4]));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[5]));
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(cephes_expf::kP[i]));
   const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
   const __m256i bits =
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
