@@ -252,8 +252,7 @@ def steps_for(name: str, args) -> tuple[int, int]:
 def kernel_of(result: dict) -> str:
     """The kernels emergent's runs used ("avx512", "avx2" or "eigen", core/simd.hpp) and the GEMM
     blocking this CPU chose (nn/gemm.hpp)."""
-    kinds = {f'{r["emergent"].get("kernel", "?")} (GEMM {r["emergent"].get("gemm", "?")})'
-             for r in result["rows"]}
+    kinds = {r["emergent"].get("gemm", r["emergent"].get("kernel", "?")) for r in result["rows"]}
     return ", ".join(sorted(kinds)) or "none run"
 
 
