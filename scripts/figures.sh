@@ -5,6 +5,7 @@
 # took is appended to docs/results/figures-times.txt.
 #   FIGURES="fig5a fig6" make figures     only the sweep files whose names start so
 #   SIZE=full make figures                the -full files instead (hours to days: see each file)
+#   SWEEP_JOBS=1 make figures             runs at a time (default: one per core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 emergent=build/emergent
@@ -21,7 +22,7 @@ for file in sweeps/*-"$size".toml; do
   dir=runs/figures/$name
   echo "== $file -> $dir"
   started=$(date +%s)
-  "$emergent" sweep "$file" --out "$dir" --quiet
+  "$emergent" sweep "$file" --out "$dir" --quiet ${SWEEP_JOBS:+--jobs "$SWEEP_JOBS"}
   echo "$name: $(($(date +%s) - started)) s ($(date -u +%F), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores)" \
     >> docs/results/figures-times.txt
   kinds=$(sed -n 's/^# plot: \([a-z]*\).*/\1/p' "$file")
