@@ -172,8 +172,8 @@ def sparsity(args):
             ax.scatter(r["config"]["s"] / S, r["result"]["final_loss"], s=10, color=colour, alpha=0.5)
         means = [np.mean([r["result"]["final_loss"] for r in of_S if r["config"]["s"] == s]) for s in xs]
         counts = [sum(1 for r in of_S if r["config"]["s"] == s) for s in xs]
-        seeds = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)} seeds"
-        ax.plot([s / S for s in xs], means, "-o", color=colour, lw=2, ms=4, label=f"S={S} (mean of {seeds})")
+        seeds = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+        ax.plot([s / S for s in xs], means, "-o", color=colour, lw=2, ms=4, label=f"S={S} (mean of {seeds} seeds)")
         ax.axhline(linear_floor(S), color=colour, ls=":", lw=0.8)
     for folder in args.dirs:
         for g in summarize(args, folder, ["S", "s"]):
