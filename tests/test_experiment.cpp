@@ -263,6 +263,35 @@ TEST_CASE("run ids are stable, differ with any setting and ignore observations")
   CHECK(id(older) == id(a));
 }
 
+TEST_CASE("stop_at names the task's threshold: it becomes stop_below, with that number's id") {
+  const json automaton{{"task", "cellular-automaton"}};
+  const auto resolved = [](json settings) { return emergent::resolve_config(settings, "f.toml"); };
+  json emergence = automaton, literal = automaton;
+  emergence["stop_at"] = "emergence";
+  literal["stop_below"] = 1.3;
+  const emergent::TrainConfig c = resolved(emergence);
+  CHECK(c.stop_below == 1.3);  // 1.3 / ln 4 * ln C at C = 4
+  CHECK(c.stop_at.empty());
+  const auto declared = emergent::declared_parameters("cellular-automaton");
+  CHECK(emergent::run_id(emergent::to_json(c), declared) ==
+        emergent::run_id(emergent::to_json(resolved(literal)), declared));
+  emergence["colours"] = 2;
+  CHECK(resolved(emergence).stop_below == doctest::Approx(1.3 / std::log(4.0) * std::log(2.0)));
+  // The linear map's thresholds are on the x1 loss.
+  CHECK(resolved(json{{"stop_at", "solved"}}).stop_below == 0.05);
+  CHECK(resolved(json{{"stop_at", "midpoint"}}).stop_below == doctest::Approx(std::log(2.0) / 2));
+  // Both given, or a name that is no threshold: one line naming the fields.
+  emergence["stop_below"] = 0.5;
+  CHECK(error_of([&] { resolved(emergence); }) ==
+        "f.toml: field 'stop_at' = 'emergence' and field 'stop_below' = 0.5 are both set: give "
+        "one (stop_at names the task's threshold)");
+  CHECK(error_of([&] {
+          resolved(json{{"stop_at", "plateau"}});
+        }) ==
+        "f.toml: field 'stop_at' = 'plateau' is not allowed: expected one of \"\", emergence, "
+        "midpoint, solved");
+}
+
 TEST_CASE("save_attention_at: sorted steps, or one line naming the field") {
   CHECK(emergent::attention_snapshot_steps("1500,1000", "t") ==
         std::vector<std::int64_t>{1000, 1500});

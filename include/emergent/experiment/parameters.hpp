@@ -122,7 +122,8 @@ inline std::string allowed_values(const Parameter& p) {
   if (p.type == ParameterType::text) {
     if (p.choices.empty()) return "any text";
     std::string s = "one of ";
-    for (std::size_t i = 0; i < p.choices.size(); ++i) s += (i ? ", " : "") + p.choices[i];
+    for (std::size_t i = 0; i < p.choices.size(); ++i)
+      s += (i ? ", " : "") + (p.choices[i].empty() ? std::string("\"\"") : p.choices[i]);
     return s;
   }
   const std::string interval =

@@ -54,6 +54,10 @@ struct TrainConfig {
   std::int64_t analysis_every = 100;
   std::int64_t checkpoint_every = 1000;
   double stop_below = 0;
+  // A threshold of the task named instead of a number ("emergence", "midpoint", "solved"):
+  // resolve_config writes its value into stop_below and sets this back to "", so config.json
+  // records the number and the run keeps the id of that number written out.
+  std::string stop_at;
   // Held-out evaluation on a fixed set of eval_batches batches, every eval_every steps (0: off);
   // when on, the emergence metric, its thresholds and stop_below read it (train/trainer.hpp).
   std::int64_t eval_every = 0;
@@ -114,6 +118,10 @@ inline const std::vector<TrainingField>& training_fields() {
       field(&TrainConfig::stop_below, real("stop_below", 0, at_least(0),
                                            "stop once the smoothed emergence metric (linear map: "
                                            "x1 loss; automaton: loss) is below this (0: never)")),
+      field(&TrainConfig::stop_at,
+            added_later(text("stop_at", "", {"", "emergence", "midpoint", "solved"},
+                             "stop at the task's own threshold of that name, which becomes "
+                             "stop_below (\"\": stop_below as given)"))),
       field(&TrainConfig::eval_every,
             added_later(integer(
                 "eval_every", 0, at_least(0),
@@ -274,6 +282,20 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
   }
 
   attention_snapshot_steps(c.save_attention_at, where);  // checks the list
+  if (!c.stop_at.empty()) {
+    require(c.stop_below == 0, where,
+            "field 'stop_at' = '" + c.stop_at +
+                "' and field 'stop_below' = " + parameter_detail::number_text(c.stop_below) +
+                " are both set: give one (stop_at names the task's threshold)");
+    const EmergenceThresholds& t = setup.thresholds;
+    c.stop_below = c.stop_at == "emergence"  ? t.emergence_below
+                   : c.stop_at == "midpoint" ? t.midpoint_below
+                                             : t.solved_below;
+    require(c.stop_below > 0, where,
+            "field 'stop_at' = '" + c.stop_at + "' is not allowed: task " + c.task +
+                " declares no such threshold");
+    c.stop_at.clear();
+  }
 
   // Settings that depend on each other.
   const int tokens = setup.task->length() + 1;
