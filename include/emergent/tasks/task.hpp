@@ -29,6 +29,12 @@ struct EmergenceThresholds {
   double emergence_below = 0, midpoint_below = 0, solved_below = 0;
 };
 
+// The thresholds by name, as a config names one (train/config.hpp, stop_at).
+inline constexpr std::pair<const char*, double EmergenceThresholds::*> kNamedThresholds[] = {
+    {"emergence", &EmergenceThresholds::emergence_below},
+    {"midpoint", &EmergenceThresholds::midpoint_below},
+    {"solved", &EmergenceThresholds::solved_below}};
+
 class SequenceTask {
  public:
   virtual ~SequenceTask() = default;

@@ -83,6 +83,11 @@ TrainingField field(T TrainConfig::*member, Parameter p) {
   return {std::move(p), member};
 }
 inline constexpr double kMaxSeed = 4e18;
+inline std::vector<std::string> stop_at_choices() {
+  std::vector<std::string> choices = {""};  // "": stop_below as given
+  for (const auto& [name, member] : kNamedThresholds) choices.push_back(name);
+  return choices;
+}
 }  // namespace config_detail
 
 inline const std::vector<TrainingField>& training_fields() {
@@ -119,7 +124,7 @@ inline const std::vector<TrainingField>& training_fields() {
                                            "stop once the smoothed emergence metric (linear map: "
                                            "x1 loss; automaton: loss) is below this (0: never)")),
       field(&TrainConfig::stop_at,
-            added_later(text("stop_at", "", {"", "emergence", "midpoint", "solved"},
+            added_later(text("stop_at", "", config_detail::stop_at_choices(),
                              "stop at the task's own threshold of that name, which becomes "
                              "stop_below (\"\": stop_below as given)"))),
       field(&TrainConfig::eval_every,
@@ -287,10 +292,8 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
             "field 'stop_at' = '" + c.stop_at +
                 "' and field 'stop_below' = " + parameter_detail::number_text(c.stop_below) +
                 " are both set: give one (stop_at names the task's threshold)");
-    const EmergenceThresholds& t = setup.thresholds;
-    c.stop_below = c.stop_at == "emergence"  ? t.emergence_below
-                   : c.stop_at == "midpoint" ? t.midpoint_below
-                                             : t.solved_below;
+    for (const auto& [name, member] : kNamedThresholds)
+      if (c.stop_at == name) c.stop_below = setup.thresholds.*member;
     require(c.stop_below > 0, where,
             "field 'stop_at' = '" + c.stop_at + "' is not allowed: task " + c.task +
                 " declares no such threshold");
