@@ -213,6 +213,27 @@ TEST_CASE("a sweep expands blocks as cartesian products, zips and seeds, in a fi
   CHECK(emergent::expand_sweep(json{{"base", {{"S", 4}}}}, "f").size() == 1);
 }
 
+TEST_CASE("a sweep past the run limit is refused before any run is built (found by fuzzing)") {
+  constexpr std::size_t limit = emergent::kMaxSweepRuns;
+  const auto refusal = [](const json& sweep) {
+    return error_of([&] { emergent::expand_sweep(sweep, "f"); });
+  };
+  CHECK(contains(refusal(json{{"grid", {{{"seeds", 100000000000}}}}}),
+                 "'seeds' = N must be from 1 to 100000"));
+  CHECK(emergent::expand_sweep(json{{"grid", {{{"seeds", limit}}}}}, "f").size() == limit);
+  // 10^20 runs: a product that overflows 64 bits must not wrap around to a small count
+  json axes = json::object();
+  for (char name = 'a'; name < 'a' + 20; ++name)
+    axes[std::string(1, name)] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  CHECK(contains(refusal(json{{"grid", json::array({axes})}}),
+                 "f: grid block 1: the file expands to more than 100000 runs"));
+  // the limit is on the whole file: two blocks of 60,000 runs are refused at the second
+  const json half = {{"seeds", 60000}};
+  CHECK(contains(refusal(json{{"grid", json::array({half, half})}}), "f: grid block 2:"));
+  json full_then_plain = json::array({json{{"seeds", limit}}, json::object()});
+  CHECK(contains(refusal(json{{"grid", full_then_plain}}), "f: grid block 2:"));
+}
+
 TEST_CASE(
     "sweep files in TOML and JSON read the same, and TOML's inf stays visible to the checks") {
   const auto dir = std::filesystem::temp_directory_path() / "emergent_test_sweep_file";
@@ -226,16 +247,29 @@ TEST_CASE(
   CHECK(emergent::expand_sweep(toml, "a").size() == 4);
   std::ofstream(dir / "bad.toml") << "[base\nsteps = 1\n";
   CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "bad.toml"); }), "bad.toml:1:"));
-  // non-ASCII characters: fine in comments and one-line strings, refused elsewhere (toml++ 3.3
-  // reaches undefined behaviour on some; found by fuzzing)
+  // non-ASCII characters: fine in comments and one-line "..." strings (toml++ sees them as '?' and
+  // \uXXXX escapes), refused elsewhere (toml++ 3.3 reaches undefined behaviour on some; found by
+  // fuzzing)
+  const auto refusal = [&](const char* name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return error_of([&] { emergent::read_sweep_file(dir / name); });
+  };
   std::ofstream(dir / "comment.toml") << "# caf\xc3\xa9\n[base]\nsteps = 10 # \xcf\x8a\n";
   CHECK(emergent::read_sweep_file(dir / "comment.toml")["base"]["steps"] == 10);
-  std::ofstream(dir / "outside.toml") << "[base]\nsteps = 10\n\xcf\x8a\n";
-  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "outside.toml"); }),
+  const std::string text = "caf\xc3\xa9 \xcf\x8a \xe2\x80\x94 \xf0\x9f\x98\x80 \\\" end";
+  std::ofstream(dir / "string.toml") << "description = \"" << text << "\"\n[base]\nsteps = 1\n";
+  CHECK(emergent::read_sweep_file(dir / "string.toml")["description"] ==
+        "caf\xc3\xa9 \xcf\x8a \xe2\x80\x94 \xf0\x9f\x98\x80 \" end");
+  CHECK(contains(refusal("outside.toml", "[base]\nsteps = 10\n\xcf\x8a\n"),
                  "outside.toml:3:1: a non-ASCII character outside a comment or a string"));
-  std::ofstream(dir / "multiline.toml") << "s = \"\"\"\\\n\xc2\xa7\"\"\"\n";
-  CHECK(contains(error_of([&] { emergent::read_sweep_file(dir / "multiline.toml"); }),
-                 "in a multi-line string"));
+  CHECK(contains(refusal("multiline.toml", "s = \"\"\"\\\n\xc2\xa7\"\"\"\n"),
+                 "multiline.toml:2:1: a non-ASCII character outside a \"...\" string"));
+  CHECK(contains(refusal("literal.toml", "s = 'caf\xc3\xa9'\n"), "outside a \"...\" string"));
+  CHECK(contains(refusal("latin1.toml", "s = \"caf\xe9\"\n"),
+                 "latin1.toml:1:9: a string that is not UTF-8"));
+  CHECK(contains(refusal("escape.toml", "s = \"\\\xc3\xa9\"\n"), "a backslash before"));
+  // a string after a malformed value: toml++ 3.3 classified its characters (found by fuzzing)
+  CHECK(contains(refusal("after.toml", "zip = { d = [[8{\"-1\xc8\x9e\n"), "not valid TOML"));
   // malformed table headers that broke a toml++ 3.3 parser precondition (found by fuzzing)
   for (const char* header : {"[&base]\n", "[[[1]]]\n", "[[=\n"}) {
     std::ofstream(dir / "header.toml") << header;

@@ -24,6 +24,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -82,26 +84,57 @@ inline nlohmann::json from_toml(const toml::node& node, const std::string& where
 }
 
 // toml++ 3.3 reaches __builtin_unreachable (undefined behaviour) when it classifies some non-ASCII
-// characters outside comments and one-line strings, e.g. a file that is just "ϊ", or one after a
-// line-ending backslash in a multi-line string (found by tests/fuzz/fuzz_sweep_file.cpp; upstream
-// marzer/tomlplusplus issues 190 and 295, fixed after 3.3). Settings are ASCII, so such a
-// character is refused before toml++ sees it, naming where it is.
-inline void require_ascii_outside_comments(const std::string& text, const std::string& where) {
+// characters, e.g. a file that is just "ϊ", one after a line-ending backslash in a multi-line
+// string, or one in a string that follows a malformed value (found by
+// tests/fuzz/fuzz_sweep_file.cpp; upstream marzer/tomlplusplus issues 190 and 295, fixed after
+// 3.3). So toml++ is never given a non-ASCII byte: in a comment each becomes '?', in a one-line
+// "..." string each character becomes its \uXXXX escape (the same string to TOML), and anywhere
+// else it is refused, naming where it is. Settings themselves are ASCII.
+inline std::string ascii_for_toml(const std::string& text, const std::string& where) {
   enum class In { code, comment, basic, literal, multi_basic, multi_literal } in = In::code;
   int line = 1, column = 0;
+  std::string out;
+  out.reserve(text.size());
+  const auto refuse = [&](const std::string& what) {
+    throw Error(where + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + what);
+  };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
     ++column;
-    const bool multi = in == In::multi_basic || in == In::multi_literal;
-    if (static_cast<unsigned char>(ch) >= 0x80 && in != In::comment && in != In::basic &&
-        in != In::literal)
-      throw Error(
-          where + ":" + std::to_string(line) + ":" + std::to_string(column) +
-          ": a non-ASCII character " +
-          (multi ? "in a multi-line string" : "outside a comment or a string") +
-          " (toml++ 3.3, the TOML reader, mishandles some: write it as \\uXXXX in a string)");
+    if (static_cast<unsigned char>(ch) >= 0x80) {
+      if (in == In::comment) {
+        out += '?';
+        continue;
+      }
+      if (in != In::basic)
+        refuse(std::string("a non-ASCII character ") +
+               (in == In::code ? "outside a comment or a string" : "outside a \"...\" string") +
+               " (toml++ 3.3, the TOML reader, mishandles some: write it as \\uXXXX in a \"...\" "
+               "string)");
+      // One UTF-8 character: its lead byte says how many continuation bytes follow.
+      const auto lead = static_cast<unsigned char>(ch);
+      const std::size_t extra = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : 1;
+      std::uint32_t code = lead & (0x3Fu >> extra);
+      bool valid = lead >= 0xC2 && lead < 0xF5 && i + extra < text.size();
+      for (std::size_t k = 1; valid && k <= extra; ++k) {
+        const auto next = static_cast<unsigned char>(text[i + k]);
+        valid = (next & 0xC0) == 0x80;
+        code = code << 6 | (next & 0x3Fu);
+      }
+      if (!valid) refuse("a string that is not UTF-8");
+      char escape[11];
+      std::snprintf(escape, sizeof escape, code <= 0xFFFF ? "\\u%04X" : "\\U%08X", code);
+      out += escape;
+      i += extra;
+      continue;
+    }
+    out += ch;
     const auto starts = [&](const char* token) {
       return text.compare(i, std::strlen(token), token) == 0;
+    };
+    const auto take = [&](std::size_t more) {  // the rest of a token of 1 + more characters
+      out.append(text, i + 1, more);
+      i += more, column += static_cast<int>(more);
     };
     if (ch == '\n') {
       ++line;
@@ -115,9 +148,9 @@ inline void require_ascii_outside_comments(const std::string& text, const std::s
         if (ch == '#')
           in = In::comment;
         else if (starts("\"\"\""))
-          in = In::multi_basic, i += 2, column += 2;
+          in = In::multi_basic, take(2);
         else if (starts("'''"))
-          in = In::multi_literal, i += 2, column += 2;
+          in = In::multi_literal, take(2);
         else if (ch == '"')
           in = In::basic;
         else if (ch == '\'')
@@ -125,23 +158,26 @@ inline void require_ascii_outside_comments(const std::string& text, const std::s
         break;
       case In::basic:
       case In::multi_basic:
-        if (ch == '\\')
-          ++i, ++column;  // an escape: the next character is part of it
-        else if (in == In::basic && ch == '"')
+        if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') {  // an escape
+          if (static_cast<unsigned char>(text[i + 1]) >= 0x80)
+            refuse("a backslash before a non-ASCII character (not an escape TOML knows)");
+          take(1);
+        } else if (in == In::basic && ch == '"')
           in = In::code;
         else if (in == In::multi_basic && starts("\"\"\""))
-          in = In::code, i += 2, column += 2;
+          in = In::code, take(2);
         break;
       case In::literal:
         if (ch == '\'') in = In::code;
         break;
       case In::multi_literal:
-        if (starts("'''")) in = In::code, i += 2, column += 2;
+        if (starts("'''")) in = In::code, take(2);
         break;
       case In::comment:
         break;
     }
   }
+  return out;
 }
 
 }  // namespace sweep_detail
@@ -160,9 +196,9 @@ inline nlohmann::json read_sweep_file(const std::filesystem::path& path) {
     }
   }
   require(path.extension() == ".toml", path.string(), "a sweep file is .toml or .json");
-  sweep_detail::require_ascii_outside_comments(text.str(), path.string());
+  const std::string ascii = sweep_detail::ascii_for_toml(text.str(), path.string());
   try {
-    return sweep_detail::from_toml(toml::parse(text.str(), path.string()), path.string());
+    return sweep_detail::from_toml(toml::parse(ascii, path.string()), path.string());
   } catch (const Error& e) {
     throw Error(path.string() + ": not valid TOML (" + e.what() + ")");
   } catch (const toml::parse_error& e) {
@@ -181,6 +217,10 @@ struct SweepRun {
 };
 
 // The runs of a sweep, in order (see the top of this file).
+// The most runs one sweep file may expand into: far past any grid of the paper (the largest,
+// Fig. 5a full, is 120 runs), and small enough that a hostile file cannot exhaust memory.
+inline constexpr std::size_t kMaxSweepRuns = 100000;
+
 inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std::string& where) {
   require(sweep.is_object(), where, "a sweep is a table with 'base' and 'grid'");
   for (const auto& [key, value] : sweep.items())
@@ -233,7 +273,9 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
       if (key == "seeds") {  // seeds = N: seed 0 .. N-1
         name = "seed";
         if (value.is_number_integer()) {
-          require(value.get<std::int64_t>() >= 1, origin, "'seeds' = N must be >= 1");
+          require(value.get<std::int64_t>() >= 1 &&
+                      value.get<std::int64_t>() <= static_cast<std::int64_t>(kMaxSweepRuns),
+                  origin, "'seeds' = N must be from 1 to " + std::to_string(kMaxSweepRuns));
           values = nlohmann::json::array();
           for (std::int64_t s = 0; s < value.get<std::int64_t>(); ++s) values.push_back(s);
         }
@@ -247,9 +289,16 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
       for (const auto& v : values) axis.rows.push_back({v});
       axes.push_back(axis);
     }
+    // Checked before anything is built, without overflow: the file's runs in all, not per block.
+    const std::size_t room = kMaxSweepRuns - runs.size();
+    const std::string too_many = "the file expands to more than " + std::to_string(kMaxSweepRuns) +
+                                 " runs (the limit; split it into several files)";
     std::size_t count = 1;
-    for (const Axis& a : axes) count *= a.rows.size();
-    require(count <= 1000000, origin, "expands to more than a million runs");
+    require(room >= 1, origin, too_many);
+    for (const Axis& a : axes) {
+      require(count <= room / a.rows.size(), origin, too_many);
+      count *= a.rows.size();
+    }
     for (std::size_t index = 0; index < count; ++index) {
       nlohmann::json settings = base;
       settings.update(fixed);
