@@ -81,7 +81,7 @@ grep -q "field 'bias' = \"inf\" is not allowed" "$dir/err.txt"
 # A second trainer of a run folder in use is refused; the lock of a killed one is not.
 "$cli" train --S 8 --s 3 --steps 100000 --threads 1 --quiet --out "$dir/locked" > /dev/null 2>&1 &
 pid=$!
-sleep 1
+wait_for 'test -s "$dir/locked/metrics.jsonl"'  # it trains, so it holds the lock
 if "$cli" train --S 8 --s 3 --steps 100000 --threads 1 --quiet --out "$dir/locked" 2> "$dir/err.txt"; then exit 1; fi
 grep -q "another process is training into this run folder (pid $pid" "$dir/err.txt"
 kill -9 "$pid"
