@@ -216,11 +216,11 @@ struct SweepRun {
   std::string origin;  // "sweeps/x.toml: grid block 2"
 };
 
-// The runs of a sweep, in order (see the top of this file).
 // The most runs one sweep file may expand into: far past any grid of the paper (the largest,
 // Fig. 5a full, is 120 runs), and small enough that a hostile file cannot exhaust memory.
 inline constexpr std::size_t kMaxSweepRuns = 100000;
 
+// The runs of a sweep, in order (see the top of this file).
 inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std::string& where) {
   require(sweep.is_object(), where, "a sweep is a table with 'base' and 'grid'");
   for (const auto& [key, value] : sweep.items())
@@ -273,11 +273,11 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
       if (key == "seeds") {  // seeds = N: seed 0 .. N-1
         name = "seed";
         if (value.is_number_integer()) {
-          require(value.get<std::int64_t>() >= 1 &&
-                      value.get<std::int64_t>() <= static_cast<std::int64_t>(kMaxSweepRuns),
-                  origin, "'seeds' = N must be from 1 to " + std::to_string(kMaxSweepRuns));
+          const std::int64_t n = value.get<std::int64_t>();
+          require(n >= 1 && n <= static_cast<std::int64_t>(kMaxSweepRuns), origin,
+                  "'seeds' = N must be from 1 to " + std::to_string(kMaxSweepRuns));
           values = nlohmann::json::array();
-          for (std::int64_t s = 0; s < value.get<std::int64_t>(); ++s) values.push_back(s);
+          for (std::int64_t s = 0; s < n; ++s) values.push_back(s);
         }
       }
       if (!values.is_array()) {
