@@ -34,13 +34,12 @@ for condition in 'ls "$dir"/B/runs/*/step_000010.safetensors > /dev/null 2>&1' \
   # dying trainer leaves pgrep's sight (its memory freed) before its run lock is released (its
   # files closed), so status may show it running a moment longer (a CI failure under load).
   for _ in $(seq 100); do
-    if ! pgrep -f "train --config $dir/B" > /dev/null; then
-      "$cli" sweep status "$dir/B" > "$dir/status.txt"
-      grep -q " 0 running," "$dir/status.txt" && break
-    fi
+    pgrep -f "train --config $dir/B" > /dev/null ||
+      { "$cli" sweep status "$dir/B" | grep -q " 0 running," && break; }
     sleep 0.1
   done
   if pgrep -f "train --config $dir/B" > /dev/null; then echo "a trainer outlived its sweep"; exit 1; fi
+  "$cli" sweep status "$dir/B" > "$dir/status.txt"
   grep -q " 0 running," "$dir/status.txt" || { echo "a run lock outlived its trainer"; cat "$dir/status.txt"; exit 1; }
   grep -Eq "8 runs: [0-7] done, 0 running, [1-8] left" "$dir/status.txt"
   # after the first kill, the runs cut mid-way are there to resume
