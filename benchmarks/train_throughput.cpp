@@ -161,9 +161,9 @@ nlohmann::json run_config(const std::string& name, int batch, int length, int st
   const double flops_per_token = 6.0 * matmul_params + 6.0 * L * D * (length + 1.0);
   const double tokens_per_step = double(N);
   const double tokens_per_s = steps > 0 ? tokens_per_step * steps / elapsed : 0.0;
-  // params, grads, m, v, and the gradient buffer of every slice but the first; one workspace per
-  // slice of the batch
-  const auto workspaces = parallel_step.workspaces();
+  // params, grads, m, v, and the gradient buffer of every thread but the first; one workspace per
+  // thread (its slices share it)
+  const auto workspaces = parallel_step.held_workspaces();
   const std::size_t state_bytes =
       (4 + workspaces.size() - 1) * Net::parameter_count * sizeof(float);
   std::size_t workspace_count = 0;

@@ -53,24 +53,52 @@ TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
     N::backward(params, expected, ws);
     const std::vector<float> x1(data.weights.size(), 1.0f);
 
-    for (int threads : {1, 2, 3, 5, 8}) {  // 8 > batch: some threads get no slice
-      CAPTURE(threads);
-      emergent::DataParallelStep<N> step(threads);
-      std::vector<double> grads(N::parameter_count, 123.0);  // run() overwrites
-      const double loss = step.run(params, grads, data.input());
-      CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
-      CHECK(step.weighted_mean(x1) == doctest::Approx(N::weighted_mean(ws, x1)).epsilon(1e-12));
-      CHECK(step.weighted_accuracy(x1) ==
-            doctest::Approx(N::weighted_accuracy(ws, x1)).epsilon(1e-12));
-      double worst = 0;
-      for (std::size_t i = 0; i < grads.size(); ++i)
-        worst = std::max(worst, std::abs(grads[i] - expected[i]));
-      CHECK(worst < 1e-12);
-      std::size_t slices_batch = 0;
-      for (const auto* w : step.workspaces()) slices_batch += w->batch;
-      CHECK(slices_batch == std::size_t(sequences));
-      if (sequences == 200) CHECK(step.workspaces().size() == std::size_t(std::max(threads, 4)));
-    }
+    for (int threads : {1, 2, 3, 5, 8})  // 8 > batch: some threads get no slice
+      for (bool keep : {false, true}) {  // one workspace per thread, or every slice's kept
+        CAPTURE(threads);
+        CAPTURE(keep);
+        emergent::DataParallelStep<N> step(threads);
+        std::vector<double> grads(N::parameter_count, 123.0);  // run() overwrites
+        const double loss = step.run(params, grads, data.input(), keep);
+        CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
+        CHECK(step.weighted_mean(x1) == doctest::Approx(N::weighted_mean(ws, x1)).epsilon(1e-12));
+        CHECK(step.weighted_mean(data.weights) ==
+              doctest::Approx(N::weighted_mean(ws, data.weights)).epsilon(1e-12));
+        CHECK(step.weighted_accuracy(x1) ==
+              doctest::Approx(N::weighted_accuracy(ws, x1)).epsilon(1e-12));
+        double worst = 0;
+        for (std::size_t i = 0; i < grads.size(); ++i)
+          worst = std::max(worst, std::abs(grads[i] - expected[i]));
+        CHECK(worst < 1e-12);
+        const int slices = sequences == 200 ? std::max(threads, 4) : std::min(threads, sequences);
+        const int workers = std::min(threads, slices);
+        CHECK(step.held_workspaces().size() == std::size_t(keep ? slices : workers));
+        if (!keep) {
+          CHECK_THROWS_WITH_AS(step.workspaces(), doctest::Contains("keep_every_slice"),
+                               emergent::Error);
+          continue;
+        }
+        std::size_t slices_batch = 0;
+        for (const auto* w : step.workspaces()) slices_batch += w->batch;
+        CHECK(slices_batch == std::size_t(sequences));
+      }
+  }
+}
+
+TEST_CASE("data-parallel step: sharing a workspace across a thread's slices changes no bit") {
+  using N = Net<float>;
+  std::vector<float> params(N::parameter_count);
+  N::init(params, 5);
+  const Batch<float> data(200);  // 4 slices
+  const std::vector<float> x1(data.weights.size(), 1.0f);
+  emergent::DataParallelStep<N> shared(2), kept(2);
+  std::vector<float> gs(N::parameter_count), gk(N::parameter_count);
+  for (int step = 0; step < 3; ++step) {  // kept, shared, kept: workspaces freed and made again
+    const bool keep = step % 2 == 0;
+    CHECK(shared.run(params, gs, data.input(), !keep) == kept.run(params, gk, data.input(), keep));
+    CHECK(gs == gk);
+    CHECK(shared.weighted_mean(x1) == kept.weighted_mean(x1));
+    CHECK(shared.weighted_accuracy(data.weights) == kept.weighted_accuracy(data.weights));
   }
 }
 

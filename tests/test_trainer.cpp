@@ -588,8 +588,8 @@ class PoisonedGradient final : public emergent::TrainableModel {
     model_.init(params, seed);
   }
   double step(std::span<const float> params, std::span<float> grads,
-              const emergent::ForwardInput& in, int threads) override {
-    const double loss = model_.step(params, grads, in, threads);
+              const emergent::ForwardInput& in, int threads, bool analysed) override {
+    const double loss = model_.step(params, grads, in, threads, analysed);
     if (steps_++ == bad_step_)
       for (const auto& t : model_.tensors())
         if (t.name == tensor_) grads[t.offset + 1] = std::numeric_limits<float>::quiet_NaN();

@@ -102,9 +102,11 @@ class TrainableModel {
   virtual std::vector<ParameterTensor> tensors() const = 0;
   virtual void init(std::span<float> params, std::uint64_t seed) const = 0;
   // One data-parallel step on `threads` threads (train/trainer.hpp): grads overwritten.
+  // `analysed`: the step's attention is read afterwards (analyse_last_step, last_step_attention),
+  // so every slice's workspace is kept (model/data_parallel.hpp).
   virtual double step(std::span<const float> params, std::span<float> grads, const ForwardInput& in,
-                      int threads) = 0;
-  // Of the last step's batch.
+                      int threads, bool analysed) = 0;
+  // Of the last step's batch; the attention only after a step that was `analysed`.
   virtual double weighted_mean(std::span<const float> weights) const = 0;
   virtual double weighted_accuracy(std::span<const float> weights) const = 0;
   virtual AttentionAnalysis analyse_last_step(const SequenceTask& task,
@@ -132,9 +134,9 @@ class CompiledModel final : public TrainableModel {
   std::vector<ParameterTensor> tensors() const override { return Net::tensors(); }
   void init(std::span<float> params, std::uint64_t seed) const override { Net::init(params, seed); }
   double step(std::span<const float> params, std::span<float> grads, const ForwardInput& in,
-              int threads) override {
+              int threads, bool analysed) override {
     if (!parallel_step_) parallel_step_ = std::make_unique<DataParallelStep<Net>>(threads);
-    return parallel_step_->run(params, grads, in);
+    return parallel_step_->run(params, grads, in, analysed);
   }
   double weighted_mean(std::span<const float> weights) const override {
     return parallel_step_->weighted_mean(weights);

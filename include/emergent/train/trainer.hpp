@@ -114,23 +114,23 @@ class RunTrainer {
         attention_snapshot_steps(config_.save_attention_at, "config");
     for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
+      const bool snapshot = std::binary_search(snapshot_steps.begin(), snapshot_steps.end(), step),
+                 analysed = step % config_.log_every == 0 && step % config_.analysis_every == 0;
       const double loss = model_->step(
           params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)},
-          config_.threads);
+          config_.threads, snapshot || analysed);
       const double lr = schedule.at(step);
       if (!std::isfinite(loss)) stop_not_finite(step, "the loss is " + std::to_string(loss));
       const double grad_norm = optimizer_.step(params_, grads_, lr);
       if (!std::isfinite(grad_norm))
         stop_not_finite(step, "the gradient norm is " + std::to_string(grad_norm));
 
-      if (std::binary_search(snapshot_steps.begin(), snapshot_steps.end(), step))
-        save_attention(step, loss, target);
+      if (snapshot) save_attention(step, loss, target);
       if (step % config_.log_every == 0) {
         nlohmann::json row = metrics_row(step, loss, name, model_->weighted_mean(predictable),
                                          model_->weighted_accuracy(predictable), lr, grad_norm,
                                          seconds_since(started) + history_.wall_offset);
-        if (step % config_.analysis_every == 0)
-          row.update(to_json(model_->analyse_last_step(task, target)));
+        if (analysed) row.update(to_json(model_->analyse_last_step(task, target)));
         if (config_.eval_every > 0 && step % config_.eval_every == 0)
           row.update(
               held_out_columns(name, model_->held_out(params_, task, config_.seed, B,
