@@ -305,7 +305,8 @@ def depth(args):
         ax.set_xticks(sorted(points), [str(L) for L in sorted(points)])
         ax.set_xlabel("layers L")
         ax.set_ylabel("final loss (smoothed)")
-        ax.set_title(TASK_TITLES.get(task, task))
+        sizes = ", ".join(f"S={S}" for S in sorted({r["config"]["S"] for r in of_task}))
+        ax.set_title(f"{TASK_TITLES.get(task, task)} {sizes}")
         ax.legend(fontsize=7)
     finish(fig, args, "Depth: it hurts on the linear map and helps on the automaton (the paper)")
 
