@@ -35,7 +35,7 @@ for condition in 'ls "$dir"/B/runs/*/step_000010.safetensors > /dev/null 2>&1' \
   # files closed), so status may show it running a moment longer (a CI failure under load).
   for _ in $(seq 100); do
     pgrep -f "train --config $dir/B" > /dev/null ||
-      { "$cli" sweep status "$dir/B" | grep -q " 0 running," && break; }
+      { "$cli" sweep status "$dir/B" > "$dir/status.txt" && grep -q " 0 running," "$dir/status.txt" && break; }
     sleep 0.1
   done
   if pgrep -f "train --config $dir/B" > /dev/null; then echo "a trainer outlived its sweep"; exit 1; fi
@@ -51,8 +51,10 @@ test "$(cat "$dir"/B/rows/*.jsonl | wc -l)" -eq 8
 test "$(cat "$dir"/B/rows/*.jsonl | grep -o '"id":"[0-9a-f]*"' | sort -u | wc -l)" -eq 8
 "$cli" sweep collect "$dir/B" > /dev/null
 cmp "$dir/A/results.jsonl" "$dir/B/results.jsonl"
-# A restart of a finished sweep runs nothing.
-"$cli" sweep "$sweep" --out "$dir/B" --quiet 2>&1 | grep -q "0 of them to run"
+# A restart of a finished sweep runs nothing. (Output goes to files before grep -q reads it: grep
+# -q stops at its first match, and the writer's SIGPIPE would fail the pipe under pipefail.)
+"$cli" sweep "$sweep" --out "$dir/B" --quiet > "$dir/restart.txt" 2>&1
+grep -q "0 of them to run" "$dir/restart.txt"
 
 # Two shards at the same time into one folder.
 "$cli" sweep "$sweep" --out "$dir/C" --shard 0/2 --jobs 1 --quiet 2> /dev/null &
@@ -63,7 +65,8 @@ test "$(cat "$dir"/C/rows/shard-1-of-2.jsonl | wc -l)" -eq 4
 "$cli" sweep collect "$dir/C" > /dev/null
 cmp "$dir/A/results.jsonl" "$dir/C/results.jsonl"
 
-"$cli" sweep status "$dir/A" | grep -q "8 done, 0 running, 0 left"
+"$cli" sweep status "$dir/A" > "$dir/status.txt"
+grep -q "8 done, 0 running, 0 left" "$dir/status.txt"
 "$cli" sweep summarize "$dir/A" --by S,s --json "$dir/summary.json" > "$dir/summary.txt"
 grep -q "^S=4 s=1: 2 runs" "$dir/summary.txt"
 grep -q "emergence step per seed: 0:" "$dir/summary.txt"
