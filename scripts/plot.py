@@ -173,7 +173,12 @@ def sparsity(args):
         means = [np.mean([r["result"]["final_loss"] for r in of_S if r["config"]["s"] == s]) for s in xs]
         counts = [sum(1 for r in of_S if r["config"]["s"] == s) for s in xs]
         seeds = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
-        ax.plot([s / S for s in xs], means, "-o", color=colour, lw=2, ms=4, label=f"S={S} (mean of {seeds} seeds)")
+        line_x, line_y = [], []  # the line breaks over a stretch of s not run (gap over S/4)
+        for k, s in enumerate(xs):
+            if k and s - xs[k - 1] > S / 4:
+                line_x.append(np.nan), line_y.append(np.nan)
+            line_x.append(s / S), line_y.append(means[k])
+        ax.plot(line_x, line_y, "-o", color=colour, lw=2, ms=4, label=f"S={S} (mean of {seeds} seeds)")
         ax.axhline(linear_floor(S), color=colour, ls=":", lw=0.8)
     for folder in args.dirs:
         for g in summarize(args, folder, ["S", "s"]):
