@@ -132,21 +132,17 @@ class DataParallelStep {
   int threads() const { return threads_; }
 
  private:
-  // Each slice's mean (summed as Model::weighted_mean sums it), weighted by the slices' shares
-  // of the batch: the same bits as when every slice kept its workspace.
+  // Each slice's mean (nn::weighted_token_mean, as Model::weighted_mean takes it), weighted by
+  // the slices' shares of the batch: the same bits as when every slice kept its workspace.
   double batch_mean(const std::vector<Real>& values, std::span<const float> weights) const {
     require(weights.size() == static_cast<std::size_t>(length_), "DataParallelStep",
             "weights must hold one per position");
     double mean = 0;
     int batch = 0;
     for (const Slice& s : slices_) {
-      double total = 0, weight_sum = 0;
-      for (int b = s.begin; b < s.begin + s.batch; ++b)
-        for (int t = 0; t < length_; ++t) {
-          total += weights[t] * double(values[static_cast<std::size_t>(b) * length_ + t]);
-          weight_sum += weights[t];
-        }
-      mean += (weight_sum > 0 ? total / weight_sum : 0.0) * s.batch, batch += s.batch;
+      const Real* first = values.data() + static_cast<std::size_t>(s.begin) * length_;
+      mean += nn::weighted_token_mean(first, s.batch, length_, weights.data()) * s.batch;
+      batch += s.batch;
     }
     return mean / batch;
   }

@@ -262,13 +262,7 @@ class Model {
                                     std::span<const float> weights) {
     require(weights.size() == static_cast<std::size_t>(ws.length), "Model",
             "weights must hold one per position");
-    double total = 0, weight_sum = 0;
-    for (int b = 0; b < ws.batch; ++b)
-      for (int t = 0; t < ws.length; ++t) {
-        total += weights[t] * double(values[static_cast<std::size_t>(b) * ws.length + t]);
-        weight_sum += weights[t];
-      }
-    return weight_sum > 0 ? total / weight_sum : 0.0;
+    return nn::weighted_token_mean(values, ws.batch, ws.length, weights.data());
   }
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "../core/parallel.hpp"
@@ -45,6 +46,19 @@ void cross_entropy_backward(Real* dlogits, const Real* probs, const std::int32_t
     for (int v = 0; v < vocab; ++v) d[v] = p[v] * w;
     d[targets[n]] -= w;
   });
+}
+
+// sum_{b,t} w[t] values[b,t] / (batch sum_t w[t]) over per-token values [batch, length] (the losses
+// or hits of cross_entropy_forward), in double and in row order; 0 when every weight is 0.
+template <class Real>
+double weighted_token_mean(const Real* values, int batch, int length, const float* weights) {
+  double total = 0, weight_sum = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < length; ++t) {
+      total += weights[t] * double(values[static_cast<std::size_t>(b) * length + t]);
+      weight_sum += weights[t];
+    }
+  return weight_sum > 0 ? total / weight_sum : 0.0;
 }
 
 }  // namespace emergent::nn
