@@ -12,6 +12,7 @@
 
 #include "../optim/adamw.hpp"
 #include "device_system.cuh"
+#include "profile.cuh"
 
 namespace emergent::cuda {
 
@@ -37,6 +38,7 @@ class EnsembleAdamW {
 
   // Each member's gradient norm before clipping.
   std::vector<double> gradient_norms(const float* grads) {
+    OpScope scope("adamw.gradient_norm");
     const std::int64_t n = std::int64_t(count_), chunks = chunks_;
     double* partial = raw(partial_);
     for_each_index(members_ * chunks, [=] EMERGENT_HD(std::int64_t i) {
@@ -66,7 +68,11 @@ class EnsembleAdamW {
       clip[e] = float((config_.max_grad_norm > 0 && norms[e] > config_.max_grad_norm)
                           ? config_.max_grad_norm / norms[e]
                           : 1.0);
-    copy_to_device<float>(clip, clip_);
+    {
+      OpScope scope("adamw.clip_upload");
+      copy_to_device<float>(clip, clip_);
+    }
+    OpScope scope("adamw.update");
     ++steps_;
     const double bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
     const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));

@@ -18,6 +18,7 @@
 #include "device_system.cuh"
 #include "gemm.cuh"
 #include "linear.cuh"
+#include "profile.cuh"
 
 namespace emergent::cuda {
 
@@ -138,20 +139,47 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
   const DotAttentionOffsets& offsets = at.offsets;
   const int D = at.d_model, T = at.length, dh = at.d_head();
   const std::int64_t G = at.problems(), P = at.param_stride;
-  linear_forward(a.qkv, x, p + offsets.qkv_weight, p + offsets.qkv_bias, P, at.members,
-                 at.batch * std::int64_t(T), D, 3 * D);
-  attention_detail::split_heads(a.q, a.qkv, 3 * D, 0, at);
-  attention_detail::split_heads(a.k, a.qkv, 3 * D, D, at);
-  attention_detail::split_heads(a.v, a.qkv, 3 * D, 2 * D, at);
+  {
+    OpScope scope("attention.qkv.forward");
+    linear_forward(a.qkv, x, p + offsets.qkv_weight, p + offsets.qkv_bias, P, at.members,
+                   at.batch * std::int64_t(T), D, 3 * D);
+  }
+  {
+    OpScope scope("attention.split_heads");
+    attention_detail::split_heads(a.q, a.qkv, 3 * D, 0, at);
+  }
+  {
+    OpScope scope("attention.split_heads");
+    attention_detail::split_heads(a.k, a.qkv, 3 * D, D, at);
+  }
+  {
+    OpScope scope("attention.split_heads");
+    attention_detail::split_heads(a.v, a.qkv, 3 * D, 2 * D, at);
+  }
   const std::int64_t block = std::int64_t(T) * dh, square = std::int64_t(T) * T;
-  gemm_strided_batched(T, T, dh, 1.0f / std::sqrt(float(dh)), {a.q, dh, block},
-                       {a.k, dh, block, Op::T}, 0.0f, a.att, T, square, G);
-  causal_softmax(a.att, bias_strength != 0 ? bias_pattern : nullptr, bias_strength, G, T);
-  gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square}, {a.v, dh, block}, 0.0f, s.head_block, dh,
-                       block, G);
-  attention_detail::merge_heads(a.heads, s.head_block, D, 0, at);
-  linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
-                 at.batch * std::int64_t(T), D, D);
+  {
+    OpScope scope("attention.scores");
+    gemm_strided_batched(T, T, dh, 1.0f / std::sqrt(float(dh)), {a.q, dh, block},
+                         {a.k, dh, block, Op::T}, 0.0f, a.att, T, square, G);
+  }
+  {
+    OpScope scope("attention.softmax");
+    causal_softmax(a.att, bias_strength != 0 ? bias_pattern : nullptr, bias_strength, G, T);
+  }
+  {
+    OpScope scope("attention.av");
+    gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square}, {a.v, dh, block}, 0.0f, s.head_block,
+                         dh, block, G);
+  }
+  {
+    OpScope scope("attention.merge_heads");
+    attention_detail::merge_heads(a.heads, s.head_block, D, 0, at);
+  }
+  {
+    OpScope scope("attention.out.forward");
+    linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
+                   at.batch * std::int64_t(T), D, D);
+  }
 }
 
 // dx[N, D] = dL/dx (overwritten); grads g (same layout as p) += dL/dparams
@@ -161,24 +189,57 @@ inline void dot_attention_backward(const float* p, float* g, const float* x, con
   const DotAttentionOffsets& offsets = at.offsets;
   const int D = at.d_model, T = at.length, dh = at.d_head();
   const std::int64_t G = at.problems(), P = at.param_stride, rows = at.batch * std::int64_t(T);
-  linear_backward(s.d_heads, g + offsets.out_weight, g + offsets.out_bias, dy, a.heads,
-                  p + offsets.out_weight, P, at.members, rows, D, D);
-  attention_detail::split_heads(s.head_block, s.d_heads, D, 0, at);  // dO
+  {
+    OpScope scope("attention.out.backward");
+    linear_backward(s.d_heads, g + offsets.out_weight, g + offsets.out_bias, dy, a.heads,
+                    p + offsets.out_weight, P, at.members, rows, D, D);
+  }
+  {
+    OpScope scope("attention.split_heads");
+    attention_detail::split_heads(s.head_block, s.d_heads, D, 0, at);
+  }  // dO
   const std::int64_t block = std::int64_t(T) * dh, square = std::int64_t(T) * T;
-  gemm_strided_batched(T, T, dh, 1.0f, {s.head_block, dh, block}, {a.v, dh, block, Op::T}, 0.0f,
-                       s.d_att, T, square, G);
-  softmax_backward(s.d_att, a.att, 1.0f / std::sqrt(float(dh)), G, T);
-  gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square}, {a.k, dh, block}, 0.0f, s.d_q, dh,
-                       block, G);
-  gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square, Op::T}, {a.q, dh, block}, 0.0f, s.d_k,
-                       dh, block, G);
-  gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square, Op::T}, {s.head_block, dh, block}, 0.0f,
-                       s.d_v, dh, block, G);
-  attention_detail::merge_heads(s.d_qkv, s.d_q, 3 * D, 0, at);
-  attention_detail::merge_heads(s.d_qkv, s.d_k, 3 * D, D, at);
-  attention_detail::merge_heads(s.d_qkv, s.d_v, 3 * D, 2 * D, at);
-  linear_backward(dx, g + offsets.qkv_weight, g + offsets.qkv_bias, s.d_qkv, x,
-                  p + offsets.qkv_weight, P, at.members, rows, D, 3 * D);
+  {
+    OpScope scope("attention.d_att");
+    gemm_strided_batched(T, T, dh, 1.0f, {s.head_block, dh, block}, {a.v, dh, block, Op::T}, 0.0f,
+                         s.d_att, T, square, G);
+  }
+  {
+    OpScope scope("attention.softmax.backward");
+    softmax_backward(s.d_att, a.att, 1.0f / std::sqrt(float(dh)), G, T);
+  }
+  {
+    OpScope scope("attention.dqkv_gemms");
+    gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square}, {a.k, dh, block}, 0.0f, s.d_q, dh,
+                         block, G);
+  }
+  {
+    OpScope scope("attention.dqkv_gemms");
+    gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square, Op::T}, {a.q, dh, block}, 0.0f, s.d_k,
+                         dh, block, G);
+  }
+  {
+    OpScope scope("attention.dqkv_gemms");
+    gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square, Op::T}, {s.head_block, dh, block}, 0.0f,
+                         s.d_v, dh, block, G);
+  }
+  {
+    OpScope scope("attention.merge_heads");
+    attention_detail::merge_heads(s.d_qkv, s.d_q, 3 * D, 0, at);
+  }
+  {
+    OpScope scope("attention.merge_heads");
+    attention_detail::merge_heads(s.d_qkv, s.d_k, 3 * D, D, at);
+  }
+  {
+    OpScope scope("attention.merge_heads");
+    attention_detail::merge_heads(s.d_qkv, s.d_v, 3 * D, 2 * D, at);
+  }
+  {
+    OpScope scope("attention.qkv.backward");
+    linear_backward(dx, g + offsets.qkv_weight, g + offsets.qkv_bias, s.d_qkv, x,
+                    p + offsets.qkv_weight, P, at.members, rows, D, 3 * D);
+  }
 }
 
 }  // namespace emergent::cuda

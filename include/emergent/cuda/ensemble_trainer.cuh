@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -40,6 +41,7 @@
 #include "device_system.cuh"
 #include "linear_map.cuh"
 #include "model.cuh"
+#include "profile.cuh"
 
 namespace emergent::cuda {
 
@@ -127,14 +129,26 @@ class EnsembleTrainer {
       require(metrics.back().good(), (m.run_dir / "metrics.jsonl").string(),
               "cannot open for appending");
     }
+    // The profiling mode (cuda/profile.cuh): EMERGENT_DEVICE_PROFILE=FILE writes each op's
+    // device time and the launches and host synchronisations of a step to FILE.
+    const char* profile_path = std::getenv("EMERGENT_DEVICE_PROFILE");
+    OpProfiler& profiler = OpProfiler::instance();
+    if (profile_path) {
+      profiler.reset();
+      profiler.enable();
+    }
+    StepCounter counter;
     const auto started = std::chrono::steady_clock::now();
     auto last_progress = started;
     std::int64_t step = start;
     for (; step < base_.steps && running() > 0; ++step) {
+      counter.begin();
       if (device_data) {
+        OpScope scope("data.sample");
         device_data->sample(raw(seeds_device), E, std::uint64_t(step), B, raw(model_.inputs),
                             raw(model_.targets));
       } else {
+        OpScope scope("data.sample_host");
         for (int e = 0; e < E; ++e)
           task.sample(seeds[e], std::uint64_t(step), B,
                       std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
@@ -175,6 +189,12 @@ class EnsembleTrainer {
       if ((step + 1) % base_.checkpoint_every == 0)
         for (int e = 0; e < E; ++e)
           if (!members_[e].stopped_at) save(e, step + 1);
+      counter.end(step % base_.log_every == 0 || (step + 1) % base_.checkpoint_every == 0);
+      if (profile_path) {
+        profiler.finish_step();
+        // cuBLAS's first calls and first allocations are not a step's
+        if (step == start + kProfileWarmup - 1) profiler.reset();
+      }
       if (show_progress_ && seconds_since(last_progress) > 1.0) {
         last_progress = std::chrono::steady_clock::now();
         const double rate = double(step + 1 - start) / std::max(seconds_since(started), 1e-9);
@@ -187,6 +207,10 @@ class EnsembleTrainer {
     if (show_progress_) std::fprintf(stderr, "\n");
     std::vector<RunSummary> summaries;
     const double wall = seconds_since(started);
+    if (profile_path) {
+      write_profile(profile_path, counter, wall, step - start);
+      profiler.enable(false);
+    }
     for (int e = 0; e < E; ++e) {
       EnsembleMember& m = members_[e];
       std::vector<float> params = m.final_params;
@@ -203,6 +227,56 @@ class EnsembleTrainer {
   }
 
  private:
+  static constexpr std::int64_t kProfileWarmup = 5;
+
+  // What the steps asked of the device (device_counts()), kept apart for the steps that log or
+  // checkpoint (their copies to the host are by design) and the others.
+  struct StepCounter {
+    DeviceCounts at, plain, logging;
+    std::int64_t plain_steps = 0, logging_steps = 0;
+    void begin() { at = device_counts(); }
+    void end(bool logs) {
+      const DeviceCounts now = device_counts();
+      DeviceCounts& into = logs ? logging : plain;
+      into.launches += now.launches - at.launches;
+      into.gemms += now.gemms - at.gemms;
+      into.syncs += now.syncs - at.syncs;
+      into.uploads += now.uploads - at.uploads;
+      ++(logs ? logging_steps : plain_steps);
+    }
+  };
+
+  void write_profile(const char* path, const StepCounter& counter, double wall,
+                     std::int64_t steps) const {
+    const OpProfiler& profiler = OpProfiler::instance();
+    char line[512];
+    std::string text;
+    std::snprintf(line, sizeof line,
+                  "device profile (%s): %zu members, batch %d, length %d, %lld steps in %.3f s "
+                  "(%.3f ms/step with the profiler's own synchronisation each step); ops over the "
+                  "last %lld steps\n",
+                  kDeviceSystem, members_.size(), batch_, setup_.task->length(), (long long)steps,
+                  wall, 1e3 * wall / double(std::max<std::int64_t>(steps, 1)),
+                  (long long)profiler.steps());
+    text += line;
+    text += profiler.table();
+    auto per = [&](const char* what, const DeviceCounts& c, std::int64_t n) {
+      const double d = double(std::max<std::int64_t>(n, 1));
+      std::snprintf(line, sizeof line,
+                    "%s steps (%lld): per step %.1f launches (%.1f GEMMs), %.1f host "
+                    "synchronisations, %.1f uploads\n",
+                    what, (long long)n, double(c.launches) / d, double(c.gemms) / d,
+                    double(c.syncs) / d, double(c.uploads) / d);
+      text += line;
+    };
+    per("plain", counter.plain, counter.plain_steps);
+    per("logging or checkpoint", counter.logging, counter.logging_steps);
+    std::fputs(text.c_str(), stderr);
+    std::ofstream out(path);
+    out << text;
+    require(out.good(), path, "cannot write the device profile");
+  }
+
   static std::vector<DecayRange> decay_ranges() {
     std::vector<DecayRange> ranges;
     for (const ParameterTensor& t : Net::tensors())

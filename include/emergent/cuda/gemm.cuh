@@ -53,6 +53,8 @@ inline void gemm_strided_batched(int m, int n, int k, float alpha, MatrixArg a, 
                                  float beta, float* c, int ldc, std::int64_t stride_c,
                                  std::int64_t batch) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
+  ++device_counts().launches;
+  ++device_counts().gemms;
 #if EMERGENT_DEVICE_IS_CUDA
   auto op = [](Op o) { return o == Op::N ? CUBLAS_OP_N : CUBLAS_OP_T; };
   check_cublas(cublasSgemmStridedBatched(cublas_handle(), op(b.op), op(a.op), n, m, k, &alpha,

@@ -23,6 +23,7 @@
 #include "gelu.cuh"
 #include "layernorm.cuh"
 #include "linear.cuh"
+#include "profile.cuh"
 
 namespace emergent::cuda {
 
@@ -89,33 +90,66 @@ class EnsembleModel {
   std::vector<double> forward(float bias_strength) {
     const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
     const float* p = raw(params);
-    embedding_forward(raw(residual_[0]), raw(inputs), p + Cpu::tok, p + Cpu::pos, P, members_,
-                      batch_, length_, D);
+    {
+      OpScope scope("embedding.forward");
+      embedding_forward(raw(residual_[0]), raw(inputs), p + Cpu::tok, p + Cpu::pos, P, members_,
+                        batch_, length_, D);
+    }
     for (int l = 0; l < L; ++l) {
       Layer& a = layers_[l];
       const float* pl = p + Cpu::layer_offset(l);
       const float* pn = p + Cpu::norm2_offset(l);
       const float* pc = p + Cpu::channel_offset(l);
-      layernorm_forward(raw(a.norm1), raw(a.mean1), raw(a.rstd1), raw(residual_[l]),
-                        pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
+      {
+        OpScope scope("layernorm.forward");
+        layernorm_forward(raw(a.norm1), raw(a.mean1), raw(a.rstd1), raw(residual_[l]),
+                          pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
+      }
       dot_attention_forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
                             attention(a), scratch(), raw(bias_pattern), bias_strength, geometry());
-      add_into(raw(a.residual_mid), raw(residual_[l]), N * D);
-      layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
-                        pn + Blocks::ln2_w, pn + Blocks::ln2_b, P, members_, rows, D);
-      linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, pc + Mlp::fc_bias, P, members_,
-                     rows, D, F);
-      gelu_forward(raw(a.gelu), raw(a.fc), N * F);
-      linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight, pc + Mlp::proj_bias,
-                     P, members_, rows, F, D);
-      add_into(raw(residual_[l + 1]), raw(a.residual_mid), N * D);
+      {
+        OpScope scope("residual.add");
+        add_into(raw(a.residual_mid), raw(residual_[l]), N * D);
+      }
+      {
+        OpScope scope("layernorm.forward");
+        layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
+                          pn + Blocks::ln2_w, pn + Blocks::ln2_b, P, members_, rows, D);
+      }
+      {
+        OpScope scope("mlp.fc.forward");
+        linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, pc + Mlp::fc_bias, P, members_,
+                       rows, D, F);
+      }
+      {
+        OpScope scope("gelu.forward");
+        gelu_forward(raw(a.gelu), raw(a.fc), N * F);
+      }
+      {
+        OpScope scope("mlp.proj.forward");
+        linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight,
+                       pc + Mlp::proj_bias, P, members_, rows, F, D);
+      }
+      {
+        OpScope scope("residual.add");
+        add_into(raw(residual_[l + 1]), raw(a.residual_mid), N * D);
+      }
     }
-    layernorm_forward(raw(final_norm_), raw(final_mean_), raw(final_rstd_), raw(residual_[L]),
-                      p + Cpu::lnf_w, p + Cpu::lnf_b, P, members_, rows, D);
-    linear_forward(raw(logits_), raw(final_norm_), p + Cpu::head_w, nullptr, P, members_, rows, D,
-                   V);
-    cross_entropy_forward(raw(probs_), raw(token_loss_), raw(token_correct_), raw(logits_),
-                          raw(targets), N, V);
+    {
+      OpScope scope("layernorm.forward");
+      layernorm_forward(raw(final_norm_), raw(final_mean_), raw(final_rstd_), raw(residual_[L]),
+                        p + Cpu::lnf_w, p + Cpu::lnf_b, P, members_, rows, D);
+    }
+    {
+      OpScope scope("head.forward");
+      linear_forward(raw(logits_), raw(final_norm_), p + Cpu::head_w, nullptr, P, members_, rows, D,
+                     V);
+    }
+    {
+      OpScope scope("cross_entropy.forward");
+      cross_entropy_forward(raw(probs_), raw(token_loss_), raw(token_correct_), raw(logits_),
+                            raw(targets), N, V);
+    }
     return weighted_loss(loss_weights);
   }
 
@@ -133,40 +167,77 @@ class EnsembleModel {
     const float* p = raw(params);
     float* g = raw(grads);
     double weight_sum = 0;
-    for (float w : copy_to_host(loss_weights)) weight_sum += w;
+    {
+      OpScope scope("loss.weight_sum");
+      for (float w : copy_to_host(loss_weights)) weight_sum += w;
+    }
     const float scale = weight_sum > 0 ? float(1.0 / (batch_ * weight_sum)) : 0.0f;
-    cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N, length_,
-                           V, scale);
-    linear_backward(raw(d_norm_), g + Cpu::head_w, nullptr, raw(d_logits_), raw(final_norm_),
-                    p + Cpu::head_w, P, members_, rows, D, V);
-    thrust::fill(d_residual_.begin(), d_residual_.end(), 0.0f);
-    layernorm_backward(raw(d_residual_), g + Cpu::lnf_w, g + Cpu::lnf_b, raw(d_norm_),
-                       raw(residual_[L]), raw(final_mean_), raw(final_rstd_), p + Cpu::lnf_w, P,
-                       members_, rows, D);
+    {
+      OpScope scope("cross_entropy.backward");
+      cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
+                             length_, V, scale);
+    }
+    {
+      OpScope scope("head.backward");
+      linear_backward(raw(d_norm_), g + Cpu::head_w, nullptr, raw(d_logits_), raw(final_norm_),
+                      p + Cpu::head_w, P, members_, rows, D, V);
+    }
+    {
+      OpScope scope("zero_d_residual");
+      fill(raw(d_residual_), std::int64_t(d_residual_.size()), 0.0f);
+    }
+    {
+      OpScope scope("layernorm.backward");
+      layernorm_backward(raw(d_residual_), g + Cpu::lnf_w, g + Cpu::lnf_b, raw(d_norm_),
+                         raw(residual_[L]), raw(final_mean_), raw(final_rstd_), p + Cpu::lnf_w, P,
+                         members_, rows, D);
+    }
     for (int l = L - 1; l >= 0; --l) {
       Layer& a = layers_[l];
       const std::size_t lo = Cpu::layer_offset(l), no = Cpu::norm2_offset(l),
                         co = Cpu::channel_offset(l), mo = Cpu::mixer_offset(l);
-      linear_backward(raw(d_hidden_), g + co + Mlp::proj_weight, g + co + Mlp::proj_bias,
-                      raw(d_residual_), raw(a.gelu), p + co + Mlp::proj_weight, P, members_, rows,
-                      F, D);
-      gelu_backward(raw(d_hidden_), raw(d_hidden_), raw(a.fc), N * F);
-      linear_backward(raw(d_norm_), g + co + Mlp::fc_weight, g + co + Mlp::fc_bias, raw(d_hidden_),
-                      raw(a.norm2), p + co + Mlp::fc_weight, P, members_, rows, D, F);
-      layernorm_backward(raw(d_residual_), g + no + Blocks::ln2_w, g + no + Blocks::ln2_b,
-                         raw(d_norm_), raw(a.residual_mid), raw(a.mean2), raw(a.rstd2),
-                         p + no + Blocks::ln2_w, P, members_, rows, D);
+      {
+        OpScope scope("mlp.proj.backward");
+        linear_backward(raw(d_hidden_), g + co + Mlp::proj_weight, g + co + Mlp::proj_bias,
+                        raw(d_residual_), raw(a.gelu), p + co + Mlp::proj_weight, P, members_, rows,
+                        F, D);
+      }
+      {
+        OpScope scope("gelu.backward");
+        gelu_backward(raw(d_hidden_), raw(d_hidden_), raw(a.fc), N * F);
+      }
+      {
+        OpScope scope("mlp.fc.backward");
+        linear_backward(raw(d_norm_), g + co + Mlp::fc_weight, g + co + Mlp::fc_bias,
+                        raw(d_hidden_), raw(a.norm2), p + co + Mlp::fc_weight, P, members_, rows, D,
+                        F);
+      }
+      {
+        OpScope scope("layernorm.backward");
+        layernorm_backward(raw(d_residual_), g + no + Blocks::ln2_w, g + no + Blocks::ln2_b,
+                           raw(d_norm_), raw(a.residual_mid), raw(a.mean2), raw(a.rstd2),
+                           p + no + Blocks::ln2_w, P, members_, rows, D);
+      }
       dot_attention_backward(p + mo, g + mo, raw(a.norm1), raw(d_residual_), raw(d_norm_),
                              attention(a), scratch(), geometry());
-      layernorm_backward(raw(d_residual_), g + lo + Blocks::ln1_w, g + lo + Blocks::ln1_b,
-                         raw(d_norm_), raw(residual_[l]), raw(a.mean1), raw(a.rstd1),
-                         p + lo + Blocks::ln1_w, P, members_, rows, D);
+      {
+        OpScope scope("layernorm.backward");
+        layernorm_backward(raw(d_residual_), g + lo + Blocks::ln1_w, g + lo + Blocks::ln1_b,
+                           raw(d_norm_), raw(residual_[l]), raw(a.mean1), raw(a.rstd1),
+                           p + lo + Blocks::ln1_w, P, members_, rows, D);
+      }
     }
-    embedding_backward(g + Cpu::tok, g + Cpu::pos, raw(d_residual_), raw(inputs), P, members_, V,
-                       batch_, length_, D);
+    {
+      OpScope scope("embedding.backward");
+      embedding_backward(g + Cpu::tok, g + Cpu::pos, raw(d_residual_), raw(inputs), P, members_, V,
+                         batch_, length_, D);
+    }
   }
 
-  void zero_gradients() { thrust::fill(grads.begin(), grads.end(), 0.0f); }
+  void zero_gradients() {
+    OpScope scope("zero_gradients");
+    fill(raw(grads), std::int64_t(grads.size()), 0.0f);
+  }
 
  private:
   struct Layer {
@@ -187,6 +258,7 @@ class EnsembleModel {
 
   std::vector<double> weighted_means(const DeviceVector<float>& values,
                                      const DeviceVector<float>& weights) {
+    OpScope scope("loss.member_means");
     weighted_member_means(raw(means_), raw(values), raw(weights), members_, batch_, length_);
     return copy_to_host(means_);
   }
