@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/parse_command_line.hpp"
 #include "registry/run_entry.hpp"
 
 namespace {
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("--lr", base.lr)->capture_default_str();
   app.add_option("--threads", base.threads, "0: all cores")->capture_default_str();
   app.add_option("--out", out)->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto stop = emergent::cli::parse_command_line(app, argc, argv)) return *stop;
 
   try {
     std::vector<Experiment> experiments;

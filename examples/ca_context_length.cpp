@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/parse_command_line.hpp"
+
 namespace {
 
 constexpr emergent::Shape kShape{
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out)->capture_default_str();
   app.add_flag("--run-past-plateau", run_past_plateau,
                "train the full budget instead of stopping at the plateau end");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto stop = emergent::cli::parse_command_line(app, argc, argv)) return *stop;
 
   try {
     std::filesystem::create_directories(out);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/parse_command_line.hpp"
 #include "cli/spt_commands.hpp"
 #include "cli/sweep_commands.hpp"
 #include "cli/train_commands.hpp"
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
   const emergent::cli::PythiaCommands pythia(app);
   const emergent::cli::SelfPretrainingCommands spt(app);
 
-  CLI11_PARSE(app, argc, argv);
+  if (const auto stop = emergent::cli::parse_command_line(app, argc, argv)) return *stop;
   try {
     if (train.selected()) {
       train.run(argc, argv);

@@ -18,6 +18,7 @@
 #include <emergent/analysis/capability_prompts.hpp>
 #include <emergent/analysis/checkpoint_search.hpp>
 #include <emergent/analysis/next_token.hpp>
+#include <emergent/experiment/parameters.hpp>
 #include <emergent/io/json.hpp>
 #include <emergent/io/tokenizer.hpp>
 #include <emergent/neox/load_checkpoint.hpp>
@@ -49,8 +50,10 @@ class PythiaCommands {
                        "capability prompt kind: repetition, induction, pattern, ioi")
           ->capture_default_str();
       command->add_option("--prompt-seed", prompt_seed_, "seed of the generated prompt")
+          ->check(CLI::Range(std::int64_t(0), std::int64_t(limits::kSeed)))
           ->capture_default_str();
       command->add_option("--length", length_, "repeated items in the generated prompt")
+          ->check(CLI::Range(1, 100000))
           ->capture_default_str();
       command->add_option("--prompt", prompt_text_, "a prompt of your own (with --target)");
       command->add_option("--target", target_text_, "the expected next token's text, e.g. \" 3\"");
@@ -65,7 +68,9 @@ class PythiaCommands {
     patch_->add_option("--post", post_, "post-emergence checkpoint folder");
     patch_->add_option("--pre-step", pre_step_, "pre-emergence step in --suite");
     patch_->add_option("--post-step", post_step_, "post-emergence step in --suite");
-    patch_->add_option("--top", top_k_, "heads patched together at the end")->capture_default_str();
+    patch_->add_option("--top", top_k_, "heads patched together at the end")
+        ->check(CLI::Range(1, int(limits::kHeads)))
+        ->capture_default_str();
   }
 
   bool selected() const { return pythia_->parsed(); }
@@ -95,7 +100,7 @@ class PythiaCommands {
               "--prompt and --target go together");
       s.prompt = {"custom", prompt_text_, target_text_};
     } else {
-      s.prompt = make_capability_prompt(kind_, prompt_seed_, length_);
+      s.prompt = make_capability_prompt(kind_, static_cast<std::uint64_t>(prompt_seed_), length_);
     }
     s.tokenizer = std::make_unique<BpeTokenizer>(
         tokenizer_.empty() ? default_tokenizer() : std::filesystem::path(tokenizer_));
@@ -249,7 +254,7 @@ class PythiaCommands {
   CLI::App *pythia_ = nullptr, *curve_ = nullptr, *emergence_ = nullptr, *patch_ = nullptr;
   std::string kind_ = "repetition", prompt_text_, target_text_, tokenizer_, json_, suite_, pre_,
               post_;
-  std::uint64_t prompt_seed_ = 0;
+  std::int64_t prompt_seed_ = 0;
   int length_ = 8, top_k_ = 2;
   std::optional<std::int64_t> pre_step_, post_step_;
 };

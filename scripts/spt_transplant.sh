@@ -39,4 +39,6 @@ for take in ("qk", "all_but_qk"):
     print("zip = { seed = [" + ", ".join(str(c["seed"]) for c, _ in sources) + "], warm_start = [" +
           ", ".join(json.dumps(str(p)) for _, p in sources) + "] }")
 PY
-"$emergent" sweep "$dir-transplant.toml" --out "$dir-transplant" --quiet "$@"
+# --extend: the transplant runs only ever grow with the pretraining sweep (its folder refuses a
+# file that drops or changes a run: experiment/sweep_folder.hpp).
+"$emergent" sweep "$dir-transplant.toml" --out "$dir-transplant" --extend --quiet "$@"

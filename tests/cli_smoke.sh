@@ -4,6 +4,7 @@
 #   tests/cli_smoke.sh path/to/emergent
 set -euo pipefail
 cli=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -56,7 +57,7 @@ expect_error "'inf' is not allowed for --bias" "$cli" train --S 4 --s 2 --bias i
 expect_error "no attention logits" "$cli" train --mixer mamba --S 4 --s 2 --bias 5 --quiet --out "$dir/mb"
 test ! -e "$dir/beta" && test ! -e "$dir/inf" && test ! -e "$dir/mb"   # nothing was started
 # A diverging run stops at the first non-finite step, says so in summary.json, exits 1.
-expect_error "training stopped at step" "$cli" train --S 4 --s 2 --lr 1e30 --warmup-steps 0 --steps 50 --threads 2 \
+expect_error "training stopped at step" "$cli" train --S 4 --s 2 --lr 1000 --warmup-steps 0 --steps 50 --threads 2 \
   --quiet --out "$dir/diverged"
 grep -q '"stopped"' "$dir/diverged/summary.json"
 
@@ -70,9 +71,55 @@ test ! -e "$dir/run/step_000050.safetensors"
 "$cli" eval --checkpoint "$dir/run/step_000040.safetensors" --batch 2 > /dev/null
 "$cli" train --S 4 --s 2 --steps 50 --checkpoint-every 10 --threads 2 --quiet --out "$dir/run" > /dev/null
 
+# Results that cannot silently lie (docs/robustness.md). The extension to 40 steps above is
+# recorded in its first row; an edited config.json is refused on resume, naming the
+# checkpoint's, config.json's and the given value, and the folder is left as it was.
+grep -q '"changed_on_resume":{"steps":{"from":20,"to":40}}' "$dir/run/metrics.jsonl"
+cp "$dir/run/config.json" "$dir/config.saved"
+sed -i 's/"lr": 0.001,/"lr": 0.01,/' "$dir/run/config.json"
+expect_error "lr: 0.001 (step_000050.safetensors), 0.01 (config.json), 0.01 (given)" \
+  "$cli" train --config "$dir/run/config.json" --steps 60 --quiet --out "$dir/run"
+test ! -e "$dir/run/step_000060.safetensors"
+cp "$dir/config.saved" "$dir/run/config.json"
+# Every CLI error is one line and exit 1, naming the flag or the file.
+expect_error "'bogus' is not a command (commands: train, eval, sweep" "$cli" bogus
+expect_error "A subcommand is required (commands: train" "$cli"
+expect_error "--count: Value -1 not in range" "$cli" listops --count -1
+expect_error "--data-seed: Value -1 not in range" "$cli" listops --data-seed -1
+expect_error "--jobs: Value -1 not in range" "$cli" sweep "$dir/x.toml" --jobs -1 --out "$dir/j"
+expect_error "--seed: and --seeds are both given" \
+  "$cli" train --S 4 --s 2 --seeds 0-1 --seed 5 --quiet --out "$dir/seeds"
+expect_error "$dir/run: is a folder, not a JSON file" "$cli" train --config "$dir/run" --out "$dir/c"
+expect_error "--out $dir/a_file: $dir/a_file cannot be a folder" \
+  "$cli" sweep "$root/tests/sweep/resume.toml" --out "$dir/a_file"
+# Every size is bounded, and a run larger than this machine is refused with the numbers.
+expect_error "field 'batch_tokens' = 99999999999 is not allowed: expected an integer in \[1, 16777216\]" \
+  "$cli" train --S 4 --s 2 --batch-tokens 99999999999 --quiet --out "$dir/tokens"
+expect_error "needs about .* more than this machine's memory" \
+  "$cli" train --S 4 --s 2 --d-model 65536 --d-ff 65536 --layers 1024 --quiet --out "$dir/huge"
+expect_error "the list may hold at most 10000 seeds" \
+  "$cli" train --S 4 --s 2 --seeds 0-10000 --quiet --out "$dir/many"
+expect_error "--seeds 0-9999: needs about .* more than this machine's memory" \
+  "$cli" train --S 4 --s 2 --seeds 0-9999 --backend thrust-omp --quiet --out "$dir/ensemble"
+test ! -e "$dir/seeds" && test ! -e "$dir/tokens" && test ! -e "$dir/huge" && test ! -e "$dir/ensemble"
+# A checkpoint with a NaN weight is refused by eval, naming the tensor.
+python3 - "$dir/run/step_000050.safetensors" "$dir/nan.safetensors" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+name = next(k for k in header if k != "__metadata__" and not k.startswith("optimizer."))
+start = 8 + n + header[name]["data_offsets"][0]
+open(sys.argv[2], "wb").write(data[:start] + struct.pack("<f", float("nan")) + data[start + 4:])
+PY
+expect_error "holds a non-finite value (nan at index 0)" "$cli" eval --checkpoint "$dir/nan.safetensors" --batch 2
+# A warm start that cannot be read leaves no folder behind, so the corrected retry starts clean.
+expect_error "/nonexistent/x.safetensors" \
+  "$cli" spt --warm-start /nonexistent/x.safetensors --steps 2 --out "$dir/spt"
+test ! -e "$dir/spt"
+
 # pythia: --tokenizer is used when the suite has none, and a greedy embedding row past the
 # tokenizer's vocabulary prints as an id.
-root=$(cd "$(dirname "$0")/.." && pwd)
 python3 "$root/tests/make_wide_vocab_checkpoint.py" "$root/tests/golden/neox/parallel_f32" "$dir/suite/step0"
 "$cli" pythia curve --suite "$dir/suite" --tokenizer "$root/tests/golden/tokenizer/tokenizer.json" \
   --json "$dir/curve.json" > "$dir/curve.txt"

@@ -3,25 +3,33 @@
 // shards, and the mixer catalog against the mixer types.
 #include <doctest/doctest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <emergent/experiment/mixer_catalog.hpp>
 #include <emergent/experiment/result_rows.hpp>
 #include <emergent/experiment/run_id.hpp>
 #include <emergent/experiment/shard.hpp>
 #include <emergent/experiment/sweep_file.hpp>
+#include <emergent/experiment/sweep_folder.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/mixers/mamba.hpp>
 #include <emergent/mixers/mlp_mixer.hpp>
 #include <emergent/mixers/rwkv.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/memory_estimate.hpp>
+#include <emergent/train/self_pretraining_config.hpp>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -392,4 +400,119 @@ TEST_CASE(
   CHECK(std::filesystem::file_size(path) == size);
   CHECK(emergent::read_rows(path).size() == 2);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("every numeric setting has a finite range, so a typo cannot ask for the machine") {
+  std::vector<emergent::Parameter> all = emergent::model_parameters();
+  for (const emergent::Parameter& p : emergent::training_parameters()) all.push_back(p);
+  for (const emergent::Parameter& p : emergent::self_pretraining_parameters()) all.push_back(p);
+  for (const emergent::TaskDeclaration& t : emergent::task_registry())
+    for (const emergent::Parameter& p : t.parameters) all.push_back(p);
+  for (const emergent::Parameter& p : all) {
+    if (p.type == emergent::ParameterType::text) continue;
+    CAPTURE(p.name);
+    CHECK(std::isfinite(p.range.low));
+    CHECK(std::isfinite(p.range.high));
+  }
+  CHECK(contains(error_of([] {
+                   emergent::resolve_config(json{{"batch_tokens", 99999999999}}, "f");
+                 }),
+                 "f: field 'batch_tokens' = 99999999999 is not allowed: expected an integer in "
+                 "[1, 16777216]"));
+  // Within the bounds, a run larger than the memory it is given is refused with the numbers.
+  const emergent::TrainConfig big =
+      emergent::resolve_config(json{{"batch_tokens", 16777216}, {"max_len", 31}}, "f");
+  const double bytes = emergent::estimated_training_bytes(big);
+  CHECK(bytes > 100e9);
+  CHECK(emergent::estimated_training_bytes(big, 16) == doctest::Approx(16 * bytes));
+  CHECK(contains(error_of([&] {
+                   emergent::require_memory_fits(bytes, 24e9, "this machine's memory", "f",
+                                                 "batch_tokens");
+                 }),
+                 "(estimated from batch_tokens), more than this machine's memory (22.4 GiB)"));
+  const emergent::TrainConfig usual = emergent::resolve_config(json{{"max_len", 31}}, "f");
+  CHECK(emergent::estimated_training_bytes(usual) < 100e6);  // the paper's linear map, 4,096 tokens
+}
+
+TEST_CASE("a sweep file is refused when it would be silently reinterpreted") {
+  // seeds = 2.0 is not a count of seeds (it was one run with seed 2.0)
+  CHECK(contains(error_of([] {
+                   emergent::expand_sweep(json{{"grid", {{{"seeds", 2.0}}}}}, "f");
+                 }),
+                 "f: grid block 1: 'seeds' = 2.0 is not allowed: expected a count N"));
+  CHECK(emergent::expand_sweep(json{{"grid", {{{"seeds", {0, 5}}}}}}, "f").size() == 2);
+  // an empty file is not one run of every default
+  CHECK(contains(error_of([] { emergent::expand_sweep(json::object(), "f"); }),
+                 "f: the sweep has no settings"));
+  // a key written twice in JSON (TOML refuses it itself)
+  CHECK(contains(error_of([] { emergent::parse_json_text(R"({"base": {"S": 4, "S": 8}})", "f"); }),
+                 "f: key 'S' is written twice in one object"));
+  CHECK(contains(error_of([] {
+                   emergent::parse_json_text(R"({"grid": [{"S": 4}, {"S": 8, "s": 1, "s": 2}]})",
+                                             "f");
+                 }),
+                 "key 's' is written twice"));
+  CHECK(emergent::parse_json_text(R"({"a": {"S": 4}, "b": {"S": 4}})", "f")["b"]["S"] == 4);
+  // a Slurm variable that is not a number does not fall back to shard 0
+  ::setenv("SLURM_ARRAY_TASK_ID", "x", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "2", 1);
+  CHECK(contains(error_of([] { emergent::shard_from_environment(); }),
+                 "SLURM_ARRAY_TASK_ID: = 'x' is not a whole number"));
+  ::setenv("SLURM_ARRAY_TASK_ID", "1", 1);
+  CHECK(emergent::shard_from_environment().index == 1);
+  ::unsetenv("SLURM_ARRAY_TASK_ID");
+  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
+}
+
+TEST_CASE("a sweep folder is bound to its runs: another file is refused, --extend only adds") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("emergent_test_sweep_folder_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "rows");
+  const auto plan = [](std::vector<std::pair<std::string, int>> runs) {
+    json p = {{"sweep_file", "s.toml"}, {"runs", json::array()}};
+    for (const auto& [id, steps] : runs)
+      p["runs"].push_back({{"id", id},
+                           {"label", "steps=" + std::to_string(steps)},
+                           {"config", {{"steps", steps}}}});
+    return p;
+  };
+  emergent::bind_sweep_folder(dir, plan({{"a", 60}, {"b", 60}}), false);
+  emergent::bind_sweep_folder(dir, plan({{"a", 60}, {"b", 60}}), false);  // the same: accepted
+  const std::string edited = error_of([&] {
+    emergent::bind_sweep_folder(dir, plan({{"a", 60}, {"c", 80}}), false);
+  });
+  CHECK(contains(edited, "sweep.json: this folder holds the sweep of s.toml (2 runs)"));
+  CHECK(contains(edited, "without 1 run: b {steps=60}, with 1 run: c {steps=80} not in it"));
+  CHECK(contains(edited, "steps: 60 (sweep.json), 80 (s.toml)"));
+  CHECK(contains(edited, "--extend to add runs"));
+  CHECK(contains(error_of([&] {
+                   emergent::bind_sweep_folder(dir, plan({{"a", 60}, {"c", 80}}), true);
+                 }),
+                 "--extend only adds runs"));
+  CHECK(emergent::read_sweep_plan(dir)["runs"].size() == 2);  // nothing was replaced
+  emergent::bind_sweep_folder(dir, plan({{"a", 60}, {"b", 60}, {"c", 80}}), true);
+  CHECK(emergent::read_sweep_plan(dir)["runs"].size() == 3);
+  CHECK(emergent::read_sweep_plan(dir)["runs_hash"] ==
+        emergent::sweep_runs_hash(plan({{"a", 60}, {"b", 60}, {"c", 80}})["runs"]));
+
+  // Rows count only for the sweep's own runs; others are counted as ignored.
+  const auto rows = dir / "rows" / "shard-0-of-1.jsonl";
+  for (const char* id : {"a", "zz", "c"})
+    emergent::append_row(
+        rows, {{"id", id}, {"label", ""}, {"config", json::object()}, {"result", json::object()}});
+  const emergent::CollectedRows collected =
+      emergent::collected_rows(dir, emergent::read_sweep_plan(dir)["runs"]);
+  REQUIRE(collected.rows.size() == 2);
+  CHECK(collected.rows[0]["id"] == "a");
+  CHECK(collected.rows[1]["id"] == "c");
+  CHECK(collected.ignored == 1);
+  CHECK(collected.ignored_text() == " (1 row ignored: not runs of this sweep)");
+  // A row without its result names the file, not a library exception.
+  emergent::append_row(rows, {{"id", "b"}, {"config", json::object()}});
+  CHECK(contains(
+      error_of([&] { emergent::collected_rows(dir, emergent::read_sweep_plan(dir)["runs"]); }),
+      "shard-0-of-1.jsonl: row 4 is not a result row (it needs 'id', 'config' and "
+      "'result')"));
+  std::filesystem::remove_all(dir);
 }

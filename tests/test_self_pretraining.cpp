@@ -243,13 +243,38 @@ TEST_CASE("A tiny SPT run: stages, rows, and a killed run resumes to the same bi
   run(first, dir.path / "resumed");
   std::filesystem::remove(emergent::checkpoint_path(dir.path / "resumed", 7));
   run(config, dir.path / "resumed");
-  CHECK(rows(dir.path / "resumed") == whole);
+  std::vector<nlohmann::json> resumed = rows(dir.path / "resumed");
+  REQUIRE(resumed.size() == 4);  // the first row after the resume records the extension
+  CHECK(resumed[2]["changed_on_resume"] == nlohmann::json{{"steps", {{"from", 7}, {"to", 12}}}});
+  resumed[2].erase("changed_on_resume");
+  CHECK(resumed == whole);
   CHECK(final_parameters(dir.path / "resumed", 12) == final_parameters(dir.path / "whole", 12));
 
   // Another configuration in the same folder is refused.
   nlohmann::json other = config;
   other["lr"] = 0.01;
   CHECK_THROWS_WITH(run(other, dir.path / "whole"), doctest::Contains("another configuration"));
+  // So is an edited config.json: the checkpoint says what the run is.
+  {
+    nlohmann::json edited = config;
+    edited["lr"] = 0.01;
+    std::ofstream(dir.path / "whole" / "config.json") << edited.dump(2);
+    nlohmann::json longer = edited;
+    longer["steps"] = 20;
+    CHECK_THROWS_WITH(run(longer, dir.path / "whole"),
+                      doctest::Contains("lr: 0.0005 (step_000012.safetensors), 0.01 (config.json), "
+                                        "0.01 (given)"));
+  }
+}
+
+TEST_CASE("A warm start that cannot be read leaves no folder, so the retry starts clean") {
+  TempDir dir;
+  nlohmann::json c = tiny_config();
+  c["warm_start"] = (dir.path / "nonexistent.safetensors").string();
+  CHECK_THROWS_WITH(run(c, dir.path / "typo"), doctest::Contains("nonexistent.safetensors"));
+  CHECK_FALSE(std::filesystem::exists(dir.path / "typo"));
+  c.erase("warm_start");
+  CHECK(run(c, dir.path / "typo")["steps_done"] == 12);
 }
 
 TEST_CASE("Warm starts: all, only the query-key projections, all but them") {

@@ -2,6 +2,7 @@
 // data stream from the thread count, bit-identical resume (also after a simulated kill),
 // config.json protection, checkpoint and config errors, and summary.json.
 #include <doctest/doctest.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,8 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -248,7 +251,12 @@ TEST_CASE("trainer: resume continues bit-identically, also after a kill between 
                        emergent::checkpoint_path(b.path, 40));
     CHECK(read_bytes(emergent::checkpoint_path(a.path, 40)) ==
           read_bytes(emergent::checkpoint_path(b.path, 40)));
-    const auto rows_b = read_metrics(b.path);
+    auto rows_b = read_metrics(b.path);
+    // The extension is recorded in the first row after the resume, and only there.
+    REQUIRE(rows_b.size() == 40);
+    CHECK(rows_b[20].at("changed_on_resume") ==
+          nlohmann::json{{"steps", {{"from", 20}, {"to", 40}}}});
+    rows_b[20].erase("changed_on_resume");
     CHECK(steps_of(rows_b) == steps_of(rows_a));
     CHECK(rows_b == rows_a);
     // wall_s keeps growing across the resume
@@ -256,9 +264,10 @@ TEST_CASE("trainer: resume continues bit-identically, also after a kill between 
     for (std::size_t i = 1; i < raw.size(); ++i)
       CHECK(raw[i].at("wall_s").get<double>() >= raw[i - 1].at("wall_s").get<double>());
     // rerunning a finished run does nothing and keeps the rows
+    const auto before_rerun = read_metrics(b.path);
     const emergent::RunSummary third = train(small_config(40), b.path);
     CHECK(third.steps_done == 40);
-    CHECK(read_metrics(b.path) == rows_a);
+    CHECK(read_metrics(b.path) == before_rerun);
     check_same_tensors(emergent::checkpoint_path(a.path, 40),
                        emergent::checkpoint_path(b.path, 40));
   }
@@ -274,7 +283,11 @@ TEST_CASE("trainer: resume continues bit-identically, also after a kill between 
     train(small_config(40), k.path);
     check_same_tensors(emergent::checkpoint_path(a.path, 40),
                        emergent::checkpoint_path(k.path, 40));
-    const auto rows_k = read_metrics(k.path);
+    auto rows_k = read_metrics(k.path);
+    REQUIRE(rows_k.size() == 40);  // resumed from step 20's checkpoint, of the 30-step run
+    CHECK(rows_k[20].at("changed_on_resume") ==
+          nlohmann::json{{"steps", {{"from", 30}, {"to", 40}}}});
+    rows_k[20].erase("changed_on_resume");
     CHECK(steps_of(rows_k) == steps_of(rows_a));
     CHECK(rows_k == rows_a);
   }
@@ -290,16 +303,82 @@ TEST_CASE("trainer: a changed config in an existing run folder is refused") {
   changed.beta1 = 0.8;
   const std::string message = error_of([&] { train(changed, a.path); });
   CAPTURE(message);
-  CHECK(contains(message, "config.json"));
-  // every differing field, with both values
-  CHECK(contains(message, "lr: 0.003 (config.json) vs 0.01 (given)"));
-  CHECK(contains(message, "beta1: 0.9 (config.json) vs 0.8 (given)"));
+  // every differing field, with the checkpoint's, config.json's and the given value
+  CHECK(
+      contains(message, "lr: 0.003 (step_000010.safetensors), 0.003 (config.json), 0.01 (given)"));
+  CHECK(contains(message, "beta1: 0.9 (step_000010.safetensors), 0.9 (config.json), 0.8 (given)"));
   CHECK(read_bytes(a.path / "config.json") == before);  // the folder's config is kept
   CHECK_FALSE(fs::exists(emergent::checkpoint_path(a.path, 20)));
-  // steps and threads may change on resume
+  // steps and threads may change on resume, and the next row says so
   TrainConfig more = small_config(20);
   more.threads = 1;
   CHECK(train(more, a.path).steps_done == 20);
+  CHECK(
+      read_metrics(a.path).at(10).at("changed_on_resume") ==
+      nlohmann::json{{"steps", {{"from", 10}, {"to", 20}}}, {"threads", {{"from", 2}, {"to", 1}}}});
+}
+
+TEST_CASE("trainer: the checkpoint, not an edited config.json, says what a resumed run is") {
+  ThreadCountGuard guard;
+  TempDir a("edited_config");
+  train(small_config(10), a.path);
+  // config.json edited by hand, then the run resumed from it: refused, naming all three values
+  nlohmann::json edited = nlohmann::json::parse(read_bytes(a.path / "config.json"));
+  edited["lr"] = 0.01;
+  edited["S"] = 5;
+  { std::ofstream(a.path / "config.json") << edited.dump(2); }
+  TrainConfig from_file = emergent::train_config_from_json(edited, "config.json");
+  from_file.steps = 20;
+  const std::string message = error_of([&] { train(from_file, a.path); });
+  CAPTURE(message);
+  CHECK(contains(message, "lr: 0.003 (step_000010.safetensors), 0.01 (config.json), 0.01 (given)"));
+  CHECK(contains(message, "S: 6 (step_000010.safetensors), 5 (config.json), 5 (given)"));
+  CHECK_FALSE(fs::exists(emergent::checkpoint_path(a.path, 20)));
+  // the original settings with config.json still edited: refused too (config.json differs)
+  const std::string second = error_of([&] { train(small_config(20), a.path); });
+  CHECK(contains(second, "lr: 0.003 (step_000010.safetensors), 0.01 (config.json), 0.003 (given)"));
+  // config.json restored: the run extends
+  { std::ofstream(a.path / "config.json") << emergent::to_json(small_config(10)).dump(2); }
+  CHECK(train(small_config(20), a.path).steps_done == 20);
+  // a cosine schedule takes its shape from steps: more steps change the run
+  TempDir c("cosine_extend");
+  TrainConfig cosine = small_config(10);
+  cosine.schedule = "cosine";
+  train(cosine, c.path);
+  cosine.steps = 20;
+  CHECK(contains(error_of([&] { train(cosine, c.path); }),
+                 "steps: 10 (step_000010.safetensors), 10 (config.json), 20 (given)"));
+}
+
+TEST_CASE(
+    "trainer: a folder without a checkpoint is not a run yet, so a failed start never blocks") {
+  ThreadCountGuard guard;
+  TempDir a("failed_start");
+  TrainConfig other = small_config(10);
+  other.lr = 0.5;
+  { std::ofstream(a.path / "config.json") << emergent::to_json(other).dump(2); }
+  CHECK(train(small_config(10), a.path).steps_done == 10);
+  CHECK(emergent::read_train_config(a.path / "config.json").lr == 3e-3);
+}
+
+TEST_CASE("trainer: each checkpoint is written once, the last one included") {
+  ThreadCountGuard guard;
+  TempDir a("written_once");
+  const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  REQUIRE(watch >= 0);
+  REQUIRE(inotify_add_watch(watch, a.path.c_str(), IN_MOVED_TO) >= 0);
+  train(small_config(20), a.path);  // checkpoint_every 10: steps 10 and 20, 20 also the last
+  std::map<std::string, int> renamed_to;
+  alignas(inotify_event) char buffer[1 << 16];
+  for (ssize_t n; (n = ::read(watch, buffer, sizeof buffer)) > 0;)
+    for (char* at = buffer; at < buffer + n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(at);
+      if (event->len > 0) ++renamed_to[event->name];
+      at += sizeof(inotify_event) + event->len;
+    }
+  ::close(watch);
+  CHECK(renamed_to["step_000010.safetensors"] == 1);
+  CHECK(renamed_to["step_000020.safetensors"] == 1);
 }
 
 TEST_CASE("trainer: attention snapshots at the steps asked for, each map a distribution") {
@@ -377,7 +456,11 @@ TEST_CASE("trainer: eval_every logs a fixed held-out set, and emergence and stop
   first.steps = 20;  // its last checkpoint is 20, its last held-out row 18
   train(first, resumed.path);
   train(c, resumed.path);
-  CHECK(read_metrics(resumed.path) == rows);
+  auto resumed_rows = read_metrics(resumed.path);
+  REQUIRE(resumed_rows.size() == 30);
+  CHECK(resumed_rows[20].at("changed_on_resume").contains("steps"));
+  resumed_rows[20].erase("changed_on_resume");
+  CHECK(resumed_rows == rows);
   // stop_below reads the held-out metric: a threshold above its first values stops at once.
   TempDir stop("held_out_stop");
   TrainConfig stopping = c;
@@ -642,4 +725,20 @@ TEST_CASE(
   CHECK(summary["last_checkpoint"] == "step_000010.safetensors");
   // the checkpoint before it is intact: the run resumes from it and finishes
   CHECK(train(small_config(40), dir.path).steps_done == 40);
+}
+
+TEST_CASE("a checkpoint holding a non-finite parameter is refused, naming the tensor") {
+  TempDir dir("non_finite");
+  std::vector<float> params(Net::parameter_count), zeros(Net::parameter_count, 0.0f);
+  Net::init(params, 1);
+  const emergent::ParameterTensor damaged = Net::tensors().at(1);
+  params[damaged.offset + 3] = std::numeric_limits<float>::quiet_NaN();
+  const fs::path path = dir.path / "step_000007.safetensors";
+  emergent::save_checkpoint<Net>(path, params, zeros, zeros, {7, 7, "{}"});
+  std::vector<float> loaded(Net::parameter_count);
+  const std::string message =
+      error_of([&] { emergent::load_parameters<Net>(emergent::SafetensorsFile(path), loaded); });
+  CAPTURE(message);
+  CHECK(contains(message, "step_000007.safetensors: tensor '" + damaged.name +
+                              "' holds a non-finite value (nan at index 3)"));
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "parse_command_line.hpp"
 #include "train_commands.hpp"
 
 int main(int argc, char** argv) {
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
   CLI::App app{"emergent, compiled for one shape"};
   app.require_subcommand(1);
   const emergent::cli::TrainCommands commands(app, /*compiler_info=*/"");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto stop = emergent::cli::parse_command_line(app, argc, argv)) return *stop;
   try {
     commands.run(argc, argv);
   } catch (const std::exception& e) {

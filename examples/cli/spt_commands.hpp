@@ -35,11 +35,15 @@ class SelfPretrainingCommands {
     listops_ = app.add_subcommand("listops", "write ListOps examples as LRA's TSV to stdout");
     for (const Parameter& p : ListOps::parameters())
       listops_->add_option(p.flag(), written_[p.name], p.help + " (" + allowed_values(p) + ")");
-    listops_->add_option("--data-seed", data_seed_, "seed of the examples")->capture_default_str();
+    listops_->add_option("--data-seed", data_seed_, "seed of the examples")
+        ->check(CLI::Range(std::int64_t(0), std::int64_t(limits::kSeed)))
+        ->capture_default_str();
     listops_->add_option("--split", split_, "train or test")
         ->check(CLI::IsMember({"train", "test"}))
         ->capture_default_str();
-    listops_->add_option("--count", count_, "examples")->capture_default_str();
+    listops_->add_option("--count", count_, "examples")
+        ->check(CLI::Range(std::int64_t(1), std::int64_t(limits::kExamples)))
+        ->capture_default_str();
   }
 
   bool selected() const { return spt_->parsed() || listops_->parsed(); }
@@ -61,7 +65,8 @@ class SelfPretrainingCommands {
     std::printf("Source\tTarget\n");
     for (std::int64_t i = 0; i < count_; ++i) {
       const listops::Example e =
-          task.example(data_seed_, split_ == "train" ? ListOps::Split::train : ListOps::Split::test,
+          task.example(static_cast<std::uint64_t>(data_seed_),
+                       split_ == "train" ? ListOps::Split::train : ListOps::Split::test,
                        static_cast<std::uint64_t>(i));
       std::printf("%s\t%d\n", listops::to_lra_source(e.tokens).c_str(), e.label);
     }
@@ -83,7 +88,7 @@ class SelfPretrainingCommands {
   std::map<std::string, std::string> written_;
   std::string config_file_, out_, split_ = "train";
   bool quiet_ = false;
-  std::uint64_t data_seed_ = 0;
+  std::int64_t data_seed_ = 0;
   std::int64_t count_ = 10;
 };
 

@@ -2,12 +2,15 @@
 //   emergent sweep FILE --out DIR [--jobs N] [--shard I/N] [--quiet]
 //   emergent sweep FILE --out DIR --backend cuda    runs that differ only in their seed train as
 //                                                  one device ensemble (thrust-omp: on the CPU)
+//   emergent sweep FILE --out DIR --extend         add the runs of an extended FILE to DIR's sweep
 //   emergent sweep FILE --dry-run                  the runs, checked; nothing started
 //   emergent sweep status DIR                 done, running and left, with an ETA
 //   emergent sweep collect DIR                every shard's rows, once each, into DIR/results.jsonl
 //   emergent sweep summarize DIR --by S,s [--json F]    seed-ensemble statistics per group
 //
-// DIR/sweep.json               the resolved runs in sweep order: id, label, config
+// DIR/sweep.json               the resolved runs in sweep order: id, label, config; the folder is
+//                              bound to them (experiment/sweep_folder.hpp): another file is
+//                              refused, rows of other ids are ignored
 // DIR/runs/<id>/               one run folder each (train/trainer.hpp), trained by a child
 //                              `emergent train --config DIR/runs/<id>/config.json` process
 // DIR/rows/shard-I-of-N.jsonl  a result row per finished run, appended as it finishes
@@ -19,6 +22,7 @@
 // no orphan training, and the run-folder lock refuses a second trainer of the same run.
 #pragma once
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -29,13 +33,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <emergent/experiment/result_rows.hpp>
 #include <emergent/experiment/run_id.hpp>
 #include <emergent/experiment/shard.hpp>
 #include <emergent/experiment/sweep_file.hpp>
+#include <emergent/experiment/sweep_folder.hpp>
 #include <emergent/experiment/sweep_summary.hpp>
 #include <emergent/io/text_file.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/run_lock.hpp>
 #include <emergent/train/self_pretraining_config.hpp>
 #include <filesystem>
@@ -55,6 +62,12 @@ namespace emergent::cli {
 // Runs of the self-pretraining study name task "listops" and run as `emergent spt`.
 inline bool is_self_pretraining(const nlohmann::json& settings) {
   return settings.contains("task") && settings["task"] == "listops";
+}
+
+// A run's config read from disk, resolved as plan_sweep resolves the sweep's.
+inline nlohmann::json normalised_config(const nlohmann::json& config, const std::string& where) {
+  if (is_self_pretraining(config)) return resolve_self_pretraining(config, where).json();
+  return to_json(train_config_from_json(config, where));
 }
 
 struct PlannedRun {
@@ -87,6 +100,8 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     } else {
       TrainConfig c = resolve_config(settings, where);
       resolve_max_len(c);
+      require_memory_fits(estimated_training_bytes(c), machine_memory_bytes(),
+                          "this machine's memory", where, "batch_tokens and the shape");
       config = to_json(c);
       id = run_id(config, declared_parameters(c.task));
     }
@@ -94,40 +109,6 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     planned.push_back({id, label, config});
   }
   return planned;
-}
-
-// Every complete row of every shard, once per id, in the order of `runs` (rows of ids not in
-// the sweep last). Two different rows for one id are an error.
-inline std::vector<nlohmann::json> collected_rows(const std::filesystem::path& dir,
-                                                  const std::vector<nlohmann::json>& runs) {
-  std::map<std::string, nlohmann::json> by_id;
-  std::map<std::string, std::string> source;
-  if (std::filesystem::exists(dir / "rows"))
-    for (const auto& entry : std::filesystem::directory_iterator(dir / "rows")) {
-      if (entry.path().extension() != ".jsonl") continue;
-      for (nlohmann::json& row : read_rows(entry.path())) {
-        const std::string id = row.at("id").get<std::string>();
-        if (by_id.count(id))
-          require(by_id[id] == row, entry.path().string(),
-                  "run " + id + " has a different row in " + source[id] +
-                      " (runs are deterministic: investigate)");
-        source[id] = entry.path().string();
-        by_id[id] = std::move(row);
-      }
-    }
-  std::vector<nlohmann::json> rows;
-  for (const nlohmann::json& run : runs) {
-    const auto it = by_id.find(run.at("id").get<std::string>());
-    if (it != by_id.end()) rows.push_back(it->second), by_id.erase(it);
-  }
-  for (auto& [id, row] : by_id) rows.push_back(row);
-  return rows;
-}
-
-inline nlohmann::json read_sweep_plan(const std::filesystem::path& dir) {
-  require(std::filesystem::exists(dir / "sweep.json"), dir.string(),
-          "is not a sweep folder (no sweep.json); start it with `emergent sweep FILE --out DIR`");
-  return read_json_file(dir / "sweep.json");
 }
 
 inline std::string duration_text(double seconds) {
@@ -156,7 +137,8 @@ class SweepCommands {
         "sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
     sweep_->add_option("file", file_, "sweep file (.toml or .json)");
     sweep_->add_option("--out", out_, "sweep folder");
-    sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run)");
+    sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run)")
+        ->check(CLI::Range(1, kMaxJobs));
     sweep_->add_option("--shard", shard_,
                        "I/N: run only this share (default: the Slurm array task's, else 0/1)");
     sweep_->add_flag("--quiet", quiet_, "no progress line");
@@ -166,6 +148,8 @@ class SweepCommands {
                      "in their seed as one device ensemble, one ensemble at a time")
         ->check(CLI::IsMember(kBackends))
         ->capture_default_str();
+    sweep_->add_flag("--extend", extend_,
+                     "the file adds runs to the folder's sweep (it may not drop or change one)");
     sweep_->add_flag("--dry-run", dry_run_,
                      "check the file and list its runs (id and settings); start and write nothing");
     status_ = sweep_->add_subcommand("status",
@@ -203,17 +187,22 @@ class SweepCommands {
     const std::filesystem::path dir = out_;
     const std::vector<PlannedRun> runs = plan_sweep(file_);
     const Shard shard = shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
-    std::filesystem::create_directories(dir / "rows");
-    std::filesystem::create_directories(dir / "runs");
+    for (const std::filesystem::path& folder : {dir, dir / "rows", dir / "runs"}) {
+      std::error_code error;
+      std::filesystem::create_directories(folder, error);
+      require(!error && std::filesystem::is_directory(folder), "--out " + out_,
+              folder.string() + " cannot be a folder (" +
+                  (error ? error.message() : std::string("a file is in the way")) + ")");
+    }
     nlohmann::json plan = {{"sweep_file", std::filesystem::absolute(file_).string()},
                            {"runs", nlohmann::json::array()}};
     for (const PlannedRun& r : runs)
       plan["runs"].push_back({{"id", r.id}, {"label", r.label}, {"config", r.config}});
-    write_text_atomically(dir / "sweep.json", plan.dump(1) + "\n");
+    bind_sweep_folder(dir, plan, extend_);
 
     std::set<std::string> done;
-    for (const nlohmann::json& row : collected_rows(dir, plan["runs"]))
-      done.insert(row.at("id").get<std::string>());
+    const CollectedRows collected = collected_rows(dir, plan["runs"]);
+    for (const nlohmann::json& row : collected.rows) done.insert(row.at("id").get<std::string>());
     std::vector<const PlannedRun*> todo;
     std::size_t mine = 0;
     for (std::size_t i = 0; i < runs.size(); ++i)
@@ -226,8 +215,9 @@ class SweepCommands {
     const int jobs = jobs_ > 0 ? jobs_ : std::max(1, available_cores() / threads);
     const std::string how =
         backend_ == "cpu" ? std::to_string(jobs) + " at a time" : "seed ensembles on " + backend_;
-    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %s\n", file_.c_str(),
-                 runs.size(), mine, shard.name().c_str(), todo.size(), how.c_str());
+    std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %s%s\n", file_.c_str(),
+                 runs.size(), mine, shard.name().c_str(), todo.size(), how.c_str(),
+                 collected.ignored_text().c_str());
 
     char self[4096] = {};
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
@@ -299,6 +289,7 @@ class SweepCommands {
                                 const PlannedRun& r) {
     const std::filesystem::path run_dir = dir / "runs" / r.id;
     std::filesystem::create_directories(run_dir);
+    require_planned_config(run_dir, r);
     if (!std::filesystem::exists(run_dir / "config.json"))
       write_text_atomically(run_dir / "config.json", r.config.dump(2) + "\n");
     const std::string config = (run_dir / "config.json").string(), out = run_dir.string(),
@@ -309,6 +300,19 @@ class SweepCommands {
     return result_row(r, run_dir);
   }
 
+  // A run folder's config.json, if there is one, is the sweep's run: an edited one would train
+  // another run under this run's id and row.
+  static void require_planned_config(const std::filesystem::path& run_dir, const PlannedRun& r) {
+    const std::filesystem::path path = run_dir / "config.json";
+    if (!std::filesystem::exists(path)) return;
+    const nlohmann::json on_disk = normalised_config(read_json_file(path), path.string());
+    const std::string differences =
+        config_differences({{"sweep.json", r.config}, {"config.json", on_disk}});
+    require(differences.empty(), path.string(),
+            "differs from the sweep's run " + r.id + " {" + r.label + "}: " + differences +
+                ". Restore it (or delete the run folder to train the run anew)");
+  }
+
   // The row of a finished run.
   static nlohmann::json result_row(const PlannedRun& r, const std::filesystem::path& run_dir) {
     nlohmann::json result = read_json_file(run_dir / "summary.json");
@@ -316,8 +320,10 @@ class SweepCommands {
     return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
   }
 
-  // `program args...` in a child that dies with this process, its output appended to `log`;
-  // throws (naming `what` and the log) unless it exits 0.
+  // `program args...` in a child that dies with this process; throws (naming `what`, the log and
+  // the child's last line of output, its reason) unless it exits 0. The child writes to a pipe
+  // and this process appends what it reads to `log`, so that the reason survives even where
+  // the log cannot be written (a full disk): then the error says so too.
   static void run_child(const std::string& program, const std::vector<std::string>& args,
                         const std::string& log, const std::string& what) {
     std::vector<std::string> all = {program};
@@ -325,24 +331,58 @@ class SweepCommands {
     std::vector<char*> argv;
     for (std::string& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
+    int output[2];
+    require(::pipe2(output, O_CLOEXEC) == 0, what,
+            std::string("cannot start a training process: ") + std::strerror(errno));
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
+    if (pid < 0) ::close(output[0]), ::close(output[1]);
     require(pid >= 0, what, "cannot start a training process");
     if (pid == 0) {  // only async-signal-safe calls until exec
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2);
+      ::dup2(output[1], 1), ::dup2(output[1], 2);  // dup2's copies stay open across exec
       ::execv(program.c_str(), argv.data());
       ::_exit(127);
     }
+    ::close(output[1]);
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    std::string log_error = log_fd < 0 ? std::strerror(errno) : "";
+    std::string tail;  // the output's last 4 KiB
+    char buffer[4096];
+    for (;;) {
+      const ssize_t n = ::read(output[0], buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (log_fd >= 0 && log_error.empty() &&
+          write_until_error(log_fd, buffer, static_cast<std::size_t>(n)) <
+              static_cast<std::size_t>(n))
+        log_error = std::strerror(errno);
+      tail.append(buffer, static_cast<std::size_t>(n));
+      if (tail.size() > 4096) tail.erase(0, tail.size() - 4096);
+    }
+    ::close(output[0]);
+    if (log_fd >= 0 && ::close(log_fd) != 0 && log_error.empty()) log_error = std::strerror(errno);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    require(WIFEXITED(status) && WEXITSTATUS(status) == 0, what,
-            (WIFEXITED(status) ? "failed with exit status " + std::to_string(WEXITSTATUS(status))
-                               : "was killed by signal " + std::to_string(WTERMSIG(status))) +
-                "; its log: " + log);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    const std::string reason = last_line(tail);
+    throw Error(what + ": " +
+                (WIFEXITED(status)
+                     ? "failed with exit status " + std::to_string(WEXITSTATUS(status))
+                     : "was killed by signal " + std::to_string(WTERMSIG(status))) +
+                (reason.empty() ? std::string() : " (" + reason + ")") + "; its log: " + log +
+                (log_error.empty() ? std::string() : " (not written: " + log_error + ")"));
+  }
+
+  // The last non-empty line of `text` (lines end with '\n' or a progress line's '\r').
+  static std::string last_line(const std::string& text) {
+    const std::size_t end = text.find_last_not_of("\r\n ");
+    if (end == std::string::npos) return "";
+    const std::size_t newline = text.find_last_of("\r\n", end);
+    const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
+    return text.substr(begin, end + 1 - begin);
   }
 
   // --backend cuda|thrust-omp: the runs to do that differ only in their seed are one group, and
@@ -402,8 +442,8 @@ class SweepCommands {
     const std::filesystem::path dir = dir_;
     const nlohmann::json plan = read_sweep_plan(dir);
     std::set<std::string> done;
-    for (const nlohmann::json& row : collected_rows(dir, plan["runs"]))
-      done.insert(row.at("id").get<std::string>());
+    const CollectedRows collected = collected_rows(dir, plan["runs"]);
+    for (const nlohmann::json& row : collected.rows) done.insert(row.at("id").get<std::string>());
     std::size_t finished = 0, started = 0, left = 0;
     double seconds = 0;
     int timed = 0;
@@ -425,8 +465,9 @@ class SweepCommands {
       }
     }
     const std::size_t total = plan["runs"].size();
-    std::printf("%s: %zu runs: %zu done, %zu running, %zu left (%zu of them started)\n",
-                dir.c_str(), total, finished, running.size(), left, started);
+    std::printf("%s: %zu runs: %zu done, %zu running, %zu left (%zu of them started)%s\n",
+                dir.c_str(), total, finished, running.size(), left, started,
+                collected.ignored_text().c_str());
     for (const std::string& r : running) std::printf("  running %s\n", r.c_str());
     if (timed > 0 && finished < total) {
       const double per_run = seconds / timed;
@@ -442,26 +483,27 @@ class SweepCommands {
   int collect() const {
     const std::filesystem::path dir = dir_;
     const nlohmann::json plan = read_sweep_plan(dir);
-    const std::vector<nlohmann::json> rows = collected_rows(dir, plan["runs"]);
+    const CollectedRows collected = collected_rows(dir, plan["runs"]);
     std::string text;
-    for (const nlohmann::json& row : rows) text += row.dump() + "\n";
+    for (const nlohmann::json& row : collected.rows) text += row.dump() + "\n";
     write_text_atomically(dir / "results.jsonl", text);
-    std::printf("%s: %zu rows of %zu runs\n", (dir / "results.jsonl").c_str(), rows.size(),
-                plan["runs"].size());
+    std::printf("%s: %zu rows of %zu runs%s\n", (dir / "results.jsonl").c_str(),
+                collected.rows.size(), plan["runs"].size(), collected.ignored_text().c_str());
     return 0;
   }
 
   int summarize() const {
     const std::filesystem::path dir = dir_;
     const nlohmann::json plan = read_sweep_plan(dir);
-    const std::vector<nlohmann::json> rows = collected_rows(dir, plan["runs"]);
-    require(!rows.empty(), dir.string(), "has no finished runs yet");
+    const CollectedRows collected = collected_rows(dir, plan["runs"]);
+    const std::vector<nlohmann::json>& rows = collected.rows;
+    require(!rows.empty(), dir.string(), "has no finished runs yet" + collected.ignored_text());
     nlohmann::json older_defaults = nlohmann::json::object();  // for rows lacking these settings
     for (const Parameter& p : training_parameters())
       if (p.added_later) older_defaults[p.name] = p.default_value;
     const nlohmann::json groups = summarize_rows(rows, by_, dir.string(), older_defaults);
-    std::printf("%zu finished runs of %zu\n%s", rows.size(), plan["runs"].size(),
-                summary_table(groups).c_str());
+    std::printf("%zu finished runs of %zu%s\n%s", rows.size(), plan["runs"].size(),
+                collected.ignored_text().c_str(), summary_table(groups).c_str());
     if (!json_.empty()) write_text_atomically(json_, groups.dump(2) + "\n");
     return 0;
   }
@@ -469,8 +511,9 @@ class SweepCommands {
   CLI::App *sweep_ = nullptr, *status_ = nullptr, *collect_ = nullptr, *summarize_ = nullptr;
   std::string file_, out_, shard_, dir_, json_, backend_ = "cpu";
   std::vector<std::string> by_;
-  int jobs_ = 0;
-  bool dry_run_ = false;
+  static constexpr int kMaxJobs = 4096;
+  int jobs_ = 0;  // 0: cores / threads per run
+  bool dry_run_ = false, extend_ = false;
   bool quiet_ = false;
 };
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <emergent/io/safetensors.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/memory_estimate.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -91,7 +92,9 @@ class TrainCommands {
 
     eval_ = app.add_subcommand("eval", "losses of a checkpoint on a deterministic held-out batch");
     eval_->add_option("--checkpoint", checkpoint_, "step_NNNNNN.safetensors of a run")->required();
-    eval_->add_option("--batch", eval_batch_, "sequences")->capture_default_str();
+    eval_->add_option("--batch", eval_batch_, "sequences")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
     eval_->add_option("--write-batch", write_batch_,
                       "write the batch (inputs, targets) as JSON to this file");
   }
@@ -101,9 +104,14 @@ class TrainCommands {
   // argv is what the program was started with: a shape compiled on demand reruns it.
   void run(int argc, char** argv) const {
     if (train_->parsed()) {
+      require(seeds_.empty() || train_->get_option("--seed")->count() == 0, "--seed",
+              "and --seeds are both given: --seeds trains each seed it lists; give one of them");
       TrainConfig c = resolve_config(given(), "command line");
       resolve_max_len(c);
       if (backend_ != "cpu") run_on_device(c);
+      // Before a shape is compiled for it: a run larger than this machine is refused here.
+      require_memory_fits(estimated_training_bytes(c), machine_memory_bytes(),
+                          "this machine's memory", "command line", "--batch-tokens and the shape");
       const ShapeEntry* entry = find_compiled(c.mixer, c.shape);
       if (!entry) run_compiled_shape(c.mixer, c.shape, argc, argv);
       if (seeds_.empty()) return print_summary(train_entry(*entry, c, out_, !quiet_));
@@ -168,7 +176,11 @@ class TrainCommands {
   [[noreturn]] void run_on_device(const TrainConfig& c) const {
     require(!seeds_.empty(), "--backend " + backend_,
             "trains the seeds of a config as one ensemble: give --seeds (e.g. 0-15)");
-    parse_seed_list(seeds_, "--seeds");  // one clear line before anything is written
+    const std::size_t members = parse_seed_list(seeds_, "--seeds").size();  // checked first
+    if (backend_ == "thrust-omp")  // the ensemble in this machine's memory (cuda: the GPU checks)
+      require_memory_fits(estimated_training_bytes(c, members), machine_memory_bytes(),
+                          "this machine's memory", "--seeds " + seeds_,
+                          std::to_string(members) + " seeds, batch_tokens and the shape");
     const std::filesystem::path program = ensemble_program(backend_);
     std::filesystem::create_directories(out_);
     const std::filesystem::path config = std::filesystem::path(out_) / "ensemble-config.json";

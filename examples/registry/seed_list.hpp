@@ -1,22 +1,28 @@
-// The seeds of `emergent train --seeds`: "0-15" (inclusive), "1,4,9", or both ("0-3,8"), and
-// the run folder each seed gets under --out.
+// The seeds of `emergent train --seeds`: "0-15" (inclusive), "1,4,9", or both ("0-3,8"), at most
+// kMaxSeeds of them, and the run folder each seed gets under --out.
 #pragma once
 
 #include <cstdint>
 #include <emergent/core/error.hpp>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace emergent::cli {
+
+inline constexpr std::uint64_t kMaxSeeds = 10000;
 
 inline std::vector<std::uint64_t> parse_seed_list(const std::string& text,
                                                   const std::string& where) {
   std::vector<std::uint64_t> seeds;
   std::size_t at = 0;
   auto number = [&](const std::string& part) {
-    require(!part.empty() && part.find_first_not_of("0123456789") == std::string::npos, where,
-            "'" + text + "' is not a seed list (allowed: 0-15, 1,4,9, or 0-3,8)");
+    require(
+        !part.empty() && part.size() <= 18 &&
+            part.find_first_not_of("0123456789") == std::string::npos,
+        where,
+        "'" + text + "' is not a seed list (allowed: 0-15, 1,4,9, or 0-3,8; seeds below 10^18)");
     return std::stoull(part);
   };
   while (at <= text.size()) {
@@ -28,15 +34,18 @@ inline std::vector<std::uint64_t> parse_seed_list(const std::string& text,
     } else {
       const std::uint64_t first = number(item.substr(0, dash)),
                           last = number(item.substr(dash + 1));
-      require(first <= last && last - first < 100000, where,
-              "range '" + item + "' must go up and hold at most 100000 seeds");
+      require(first <= last && last - first < kMaxSeeds - seeds.size(), where,
+              "range '" + item + "' must go up, and the list may hold at most " +
+                  std::to_string(kMaxSeeds) + " seeds");
       for (std::uint64_t s = first; s <= last; ++s) seeds.push_back(s);
     }
+    require(seeds.size() <= kMaxSeeds, where,
+            "the list may hold at most " + std::to_string(kMaxSeeds) + " seeds");
     at = comma + 1;
   }
-  for (std::size_t i = 0; i < seeds.size(); ++i)
-    for (std::size_t j = i + 1; j < seeds.size(); ++j)
-      require(seeds[i] != seeds[j], where, "seed " + std::to_string(seeds[i]) + " is listed twice");
+  std::set<std::uint64_t> seen;
+  for (std::uint64_t seed : seeds)
+    require(seen.insert(seed).second, where, "seed " + std::to_string(seed) + " is listed twice");
   return seeds;
 }
 

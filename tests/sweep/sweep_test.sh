@@ -72,6 +72,33 @@ grep -q "^S=4 s=1: 2 runs" "$dir/summary.txt"
 grep -q "emergence step per seed: 0:" "$dir/summary.txt"
 test "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$dir/summary.json")" -eq 4
 
+# A sweep folder is bound to its sweep: an edited file is refused, naming what differs, and rows
+# of other ids are ignored and counted.
+sed 's/^steps = 150/steps = 160/' "$sweep" > "$dir/edited.toml"
+if "$cli" sweep "$dir/edited.toml" --out "$dir/A" --quiet 2> "$dir/err.txt"; then exit 1; fi
+grep -q "A/sweep.json: this folder holds the sweep of .*resume.toml (8 runs)" "$dir/err.txt"
+grep -q "steps: 150 (sweep.json), 160 (.*edited.toml)" "$dir/err.txt"
+echo '{"id":"000000000000","label":"","config":{},"result":{}}' >> "$dir/A/rows/shard-0-of-1.jsonl"
+"$cli" sweep summarize "$dir/A" --by S,s > "$dir/summary.txt"
+grep -q "^8 finished runs of 8 (1 row ignored: not runs of this sweep)" "$dir/summary.txt"
+"$cli" sweep status "$dir/A" > "$dir/status.txt"
+grep -q "8 done, 0 running, 0 left (0 of them started) (1 row ignored" "$dir/status.txt"
+
+# A run that fails says why in the sweep's error and in its log, here a full disk (a file-size
+# limit under a checkpoint's size); a run's edited config.json is refused, never trained under
+# the sweep's id; restored, the run resumes.
+printf '[base]\nS = 4\ns = 2\nsteps = 20\ncheckpoint_every = 10\nthreads = 1\n' > "$dir/one.toml"
+(ulimit -f 8; "$cli" sweep "$dir/one.toml" --out "$dir/D" --quiet > /dev/null 2> "$dir/err.txt") && exit 1
+grep -q "failed with exit status 1 (error: .*step_000010.safetensors.tmp.*); its log: .*train.log" "$dir/err.txt"
+grep -q "step_000010.safetensors.tmp" "$dir"/D/runs/*/train.log
+config=$(ls "$dir"/D/runs/*/config.json)
+cp "$config" "$dir/one-config.saved"
+sed -i 's/"lr": 0.001,/"lr": 0.01,/' "$config"
+if "$cli" sweep "$dir/one.toml" --out "$dir/D" --quiet 2> "$dir/err.txt"; then exit 1; fi
+grep -q "config.json: differs from the sweep's run .*lr: 0.001 (sweep.json), 0.01 (config.json)" "$dir/err.txt"
+cp "$dir/one-config.saved" "$config"
+"$cli" sweep "$dir/one.toml" --out "$dir/D" --quiet 2> /dev/null
+
 # A bad value in a sweep file names the file, the block, the run, the field and what is allowed.
 printf '[base]\nsteps = 10\n[[grid]]\nS = [4]\nbeta1 = [0.9, 1.5]\n' > "$dir/bad.toml"
 if "$cli" sweep "$dir/bad.toml" --out "$dir/bad" 2> "$dir/err.txt"; then exit 1; fi

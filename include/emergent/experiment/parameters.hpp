@@ -50,6 +50,25 @@ inline Range from_below(double low, double high) {
   return {low, high, false, true};
 }  // [low, high)
 
+// Upper bounds that no real experiment reaches by accident (the paper's largest runs: 10^5
+// steps, 4,096 tokens per step, D = 512, 64 heads), so that a typo (an extra digit, a negative
+// number where an unsigned one is read) is refused in one line before anything is allocated.
+// Every numeric parameter has a finite upper bound (tests/test_experiment.cpp checks it);
+// together they still allow runs larger than any machine, which the memory estimate
+// (train/memory_estimate.hpp) refuses with the number.
+namespace limits {
+inline constexpr double kSteps = 1e9;             // steps, step intervals, warmups
+inline constexpr double kBatchTokens = 16777216;  // 2^24 tokens per step
+inline constexpr double kWidth = 65536;           // d_model, d_ff
+inline constexpr double kHeads = 4096;
+inline constexpr double kLayers = 1024;
+inline constexpr double kPositions = 1048576;  // 2^20: positions, sequence lengths, vocab
+inline constexpr double kExamples = 1e8;       // examples of a data set
+inline constexpr double kLearningRate = 1e3;   // learning rates and weight decay
+inline constexpr double kMagnitude = 1e6;      // biases, clipping norms, loss thresholds
+inline constexpr double kSeed = 4e18;          // seeds (below 2^63)
+}  // namespace limits
+
 struct Parameter {
   std::string name;  // config.json key and sweep axis; CLI flag --name with '_' written '-'
   ParameterType type = ParameterType::integer;

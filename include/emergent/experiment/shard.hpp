@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <string>
+#include <system_error>
 
 #include "../core/error.hpp"
 
@@ -39,13 +40,23 @@ inline Shard parse_shard(const std::string& text, const std::string& where) {
 }
 
 // The shard of this Slurm array task, or 0/1 outside an array.
+// Each variable must be a whole number, or the sweep refuses to guess its share.
 inline Shard shard_from_environment() {
   const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
   const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
   if (!id || !count) return {};
+  const auto number = [](const char* name, const char* text) {
+    const std::string value = text;
+    int v = 0;
+    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    require(ec == std::errc() && ptr == value.data() + value.size(), name,
+            "= '" + value + "' is not a whole number (Slurm sets it; --shard I/N overrides it)");
+    return v;
+  };
   const char* min = std::getenv("SLURM_ARRAY_TASK_MIN");
-  const int first = min ? std::atoi(min) : 0;
-  return parse_shard(std::to_string(std::atoi(id) - first) + "/" + count,
+  const int first = min ? number("SLURM_ARRAY_TASK_MIN", min) : 0;
+  return parse_shard(std::to_string(number("SLURM_ARRAY_TASK_ID", id) - first) + "/" +
+                         std::to_string(number("SLURM_ARRAY_TASK_COUNT", count)),
                      "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
 }
 

@@ -18,7 +18,8 @@
 //
 // JSON has the same structure ({"base": {...}, "grid": [{...}, ...]}). Within a block the axes
 // are crossed in the order of their names (alphabetical: TOML tables keep no order), the first
-// name outermost, then the zipped lists. A file without blocks is the one run of its base.
+// name outermost, then the zipped lists. A file without blocks is the one run of its base; a file
+// with neither is refused.
 // Expansion checks only the file's structure; each run's settings are then checked by
 // resolve_config, which names the file, the block and the run.
 #pragma once
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../io/json.hpp"
 
 // toml++ 3.3 guards a parser precondition with TOML_ASSERT_ASSUME, which aborts in a debug build
 // and becomes an optimiser assumption in a clang release build, and malformed table headers
@@ -188,13 +190,7 @@ inline nlohmann::json read_sweep_file(const std::filesystem::path& path) {
   require(in.good(), path.string(), "cannot open the sweep file");
   std::ostringstream text;
   text << in.rdbuf();
-  if (path.extension() == ".json") {
-    try {
-      return nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(path.string() + ": not valid JSON (" + e.what() + ")");
-    }
-  }
+  if (path.extension() == ".json") return parse_json_text(text.str(), path.string());
   require(path.extension() == ".toml", path.string(), "a sweep file is .toml or .json");
   const std::string ascii = sweep_detail::ascii_for_toml(text.str(), path.string());
   try {
@@ -228,6 +224,9 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
             "unknown top-level key '" + key + "' (allowed: base, grid, description)");
   const nlohmann::json base = sweep.value("base", nlohmann::json::object());
   require(base.is_object(), where, "'base' must be a table of settings");
+  require(!base.empty() || sweep.contains("grid"), where,
+          "the sweep has no settings (neither 'base' nor 'grid'): an empty or mistyped file would "
+          "otherwise be one run of every default");
   nlohmann::json blocks = sweep.value("grid", nlohmann::json::array({nlohmann::json::object()}));
   if (blocks.is_object()) blocks = nlohmann::json::array({blocks});
   require(blocks.is_array() && !blocks.empty(), where,
@@ -272,6 +271,10 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
       std::string name = key;
       if (key == "seeds") {  // seeds = N: seed 0 .. N-1
         name = "seed";
+        require(value.is_number_integer() || value.is_array(), origin,
+                "'seeds' = " + value.dump() +
+                    " is not allowed: expected a count N (an integer: seeds 0 to N-1) or a list "
+                    "of seeds");
         if (value.is_number_integer()) {
           const std::int64_t n = value.get<std::int64_t>();
           require(n >= 1 && n <= static_cast<std::int64_t>(kMaxSweepRuns), origin,

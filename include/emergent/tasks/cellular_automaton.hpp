@@ -94,14 +94,16 @@ class CellularAutomaton {
   static constexpr const char* task_name = "cellular-automaton";
   static std::vector<Parameter> parameters() {
     return {
-        integer("S", 16, at_least(1), "state size S: cells per recorded state"),
-        integer("states", 16, at_least(2), "recorded states T per sequence"),
-        integer("colours", 4, at_least(2), "colours C"),
-        integer("window", 3, at_least(1), "window W of a rule (odd)"),
-        integer("depth", 1, at_least(1), "rule applications k between recorded states"),
-        integer("rules", 256, at_least(1), "pool of N lookup tables, one drawn per sequence"),
+        integer("S", 16, between(1, limits::kPositions), "state size S: cells per recorded state"),
+        integer("states", 16, between(2, limits::kPositions), "recorded states T per sequence"),
+        integer("colours", 4, between(2, limits::kPositions), "colours C"),
+        integer("window", 3, between(1, 1023), "window W of a rule (odd)"),
+        integer("depth", 1, between(1, limits::kPositions),
+                "rule applications k between recorded states"),
+        integer("rules", 256, between(1, 268435456),
+                "pool of N lookup tables, one drawn per sequence"),
         integer(
-            "task_seed", 0, between(0, 4e18),
+            "task_seed", 0, between(0, limits::kSeed),
             "draws the rule pool; fixed across seeds, so that seeds differ only in init and data")};
   }
   static Shape default_shape() {

@@ -51,9 +51,9 @@ class LinearMap {
   // half the rows), solved < 0.05.
   static constexpr const char* task_name = "linear-map";
   static std::vector<Parameter> parameters() {
-    return {integer("S", 16, at_least(1), "state size S: x0 and x1 have S bits each"),
-            integer("s", 3, at_least(1), "ones per row of A, 1 <= s <= S"),
-            integer("task_seed", 0, between(0, 4e18),
+    return {integer("S", 16, between(1, 16384), "state size S: x0 and x1 have S bits each"),
+            integer("s", 3, between(1, 16384), "ones per row of A, 1 <= s <= S"),
+            integer("task_seed", 0, between(0, limits::kSeed),
                     "draws A; fixed across seeds, so that seeds differ only in init and data")};
   }
   static Shape default_shape() {

@@ -207,12 +207,12 @@ class ListOps {
   // LRA's flags: min_length 500, max_length 2000, max_depth 10, max_args 10. Sweeps pick shorter
   // lengths (for example 100 to 500) for CPU-sized runs.
   static std::vector<Parameter> parameters() {
-    return {
-        integer("min_length", 500, at_least(0), "kept trees are longer than this (strict, as LRA)"),
-        integer("max_length", 2000, at_least(2),
-                "kept trees are shorter than this (strict, as LRA)"),
-        integer("max_depth", 10, at_least(2), "operators occur at depths 1..max_depth-1"),
-        integer("max_args", 10, at_least(2), "an operator has 2..max_args arguments")};
+    return {integer("min_length", 500, between(0, limits::kPositions),
+                    "kept trees are longer than this (strict, as LRA)"),
+            integer("max_length", 2000, between(2, limits::kPositions),
+                    "kept trees are shorter than this (strict, as LRA)"),
+            integer("max_depth", 10, between(2, 1000), "operators occur at depths 1..max_depth-1"),
+            integer("max_args", 10, between(2, 1000), "an operator has 2..max_args arguments")};
   }
 
   int min_length() const { return min_length_; }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -101,7 +102,15 @@ inline void load_parameters(const SafetensorsFile& file, const std::vector<Param
     const std::string name = prefix + t.name;
     require(file.contains(name), file.path().string(),
             "tensor '" + name + "' is missing (is this a checkpoint of another shape or mixer?)");
-    file.read_f32_into(name, params.subspan(t.offset, t.size), t.shape);
+    const std::span<float> values = params.subspan(t.offset, t.size);
+    file.read_f32_into(name, values, t.shape);
+    // Training never writes a non-finite parameter (it stops first), so one means damage.
+    const auto bad =
+        std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != values.end())
+      throw Error(file.path().string() + ": tensor '" + name + "' holds a non-finite value (" +
+                  std::to_string(*bad) + " at index " + std::to_string(bad - values.begin()) +
+                  "): the file is damaged or was not written by a finished training step");
   }
 }
 

@@ -24,6 +24,7 @@
 #include "../core/shape.hpp"
 #include "../experiment/mixer_catalog.hpp"
 #include "../experiment/parameters.hpp"
+#include "../io/json.hpp"
 #include "../tasks/registry.hpp"
 
 namespace emergent {
@@ -82,7 +83,6 @@ TrainingField field(T TrainConfig::*member, Parameter p) {
   p.default_value = defaults.*member;
   return {std::move(p), member};
 }
-inline constexpr double kMaxSeed = 4e18;
 inline std::vector<std::string> stop_at_choices() {
   std::vector<std::string> choices = {""};  // "": stop_below as given
   for (const auto& [name, member] : kNamedThresholds) choices.push_back(name);
@@ -94,33 +94,36 @@ inline const std::vector<TrainingField>& training_fields() {
   using config_detail::field;
   static const std::vector<TrainingField> fields = {
       field(&TrainConfig::seed,
-            integer("seed", 0, between(0, config_detail::kMaxSeed), "seed of init and data")),
-      field(&TrainConfig::steps, integer("steps", 0, at_least(1), "training steps (the budget)")),
+            integer("seed", 0, between(0, limits::kSeed), "seed of init and data")),
+      field(&TrainConfig::steps,
+            integer("steps", 0, between(1, limits::kSteps), "training steps (the budget)")),
       field(&TrainConfig::batch_tokens,
-            integer("batch_tokens", 0, at_least(1),
+            integer("batch_tokens", 0, between(1, limits::kBatchTokens),
                     "tokens per step (sequences per step = tokens / sequence tokens)")),
-      field(&TrainConfig::lr, real("lr", 0, above(0), "peak learning rate")),
+      field(&TrainConfig::lr,
+            real("lr", 0, Range{0, limits::kLearningRate, true, false}, "peak learning rate")),
       field(&TrainConfig::warmup_steps,
-            integer("warmup_steps", 0, at_least(0), "linear warmup steps")),
+            integer("warmup_steps", 0, between(0, limits::kSteps), "linear warmup steps")),
       field(&TrainConfig::schedule, text("schedule", "", {"constant", "cosine"}, "after warmup")),
       field(&TrainConfig::min_lr_ratio,
             real("min_lr_ratio", 0, between(0, 1), "cosine floor as a share of lr")),
-      field(&TrainConfig::weight_decay,
-            real("weight_decay", 0, at_least(0), "AdamW decoupled weight decay (matrices only)")),
+      field(&TrainConfig::weight_decay, real("weight_decay", 0, between(0, limits::kLearningRate),
+                                             "AdamW decoupled weight decay (matrices only)")),
       field(&TrainConfig::beta1, real("beta1", 0, from_below(0, 1), "AdamW first-moment decay")),
       field(&TrainConfig::beta2, real("beta2", 0, from_below(0, 1), "AdamW second-moment decay")),
-      field(&TrainConfig::max_grad_norm,
-            real("max_grad_norm", 0, at_least(0), "global gradient-norm clip (0: off)")),
+      field(&TrainConfig::max_grad_norm, real("max_grad_norm", 0, between(0, limits::kMagnitude),
+                                              "global gradient-norm clip (0: off)")),
       field(&TrainConfig::bias,
-            real("bias", 0, Range{},
+            real("bias", 0, between(-limits::kMagnitude, limits::kMagnitude),
                  "attention-bias strength c added to the logits times the true pattern (0: off)")),
       field(&TrainConfig::log_every,
-            integer("log_every", 0, at_least(1), "steps between metrics rows")),
-      field(&TrainConfig::analysis_every,
-            integer("analysis_every", 0, at_least(1), "steps between attention entropy/IoU rows")),
-      field(&TrainConfig::checkpoint_every,
-            integer("checkpoint_every", 0, at_least(1), "steps between checkpoints")),
-      field(&TrainConfig::stop_below, real("stop_below", 0, at_least(0),
+            integer("log_every", 0, between(1, limits::kSteps), "steps between metrics rows")),
+      field(&TrainConfig::analysis_every, integer("analysis_every", 0, between(1, limits::kSteps),
+                                                  "steps between attention entropy/IoU rows")),
+      field(
+          &TrainConfig::checkpoint_every,
+          integer("checkpoint_every", 0, between(1, limits::kSteps), "steps between checkpoints")),
+      field(&TrainConfig::stop_below, real("stop_below", 0, between(0, limits::kMagnitude),
                                            "stop once the smoothed emergence metric (linear map: "
                                            "x1 loss; automaton: loss) is below this (0: never)")),
       field(&TrainConfig::stop_at,
@@ -129,7 +132,7 @@ inline const std::vector<TrainingField>& training_fields() {
                              "stop_below (\"\": stop_below as given)"))),
       field(&TrainConfig::eval_every,
             added_later(integer(
-                "eval_every", 0, at_least(0),
+                "eval_every", 0, between(0, limits::kSteps),
                 "steps between held-out evaluations on a fixed set, a multiple of log_every; when "
                 "on, emergence, plateau and stop_below read the held-out metric (0: off, they "
                 "read the training batch)"))),
@@ -158,12 +161,14 @@ inline std::vector<Parameter> training_parameters() {
 inline const std::vector<Parameter>& model_parameters() {
   static const std::vector<Parameter> parameters = {
       text("mixer", "dot_attention", mixer_names(), "token mixer"),
-      integer("vocab", 0, at_least(0), "token vocabulary (0: the task's)"),
-      integer("d_model", 128, at_least(1), "residual width D"),
-      integer("heads", 8, at_least(1), "attention heads H (d_head = d_model / heads)"),
-      integer("layers", 1, at_least(1), "blocks (default: the task's; the automaton's is 4)"),
-      integer("d_ff", 512, at_least(1), "MLP hidden width"),
-      integer("max_len", 0, at_least(0),
+      integer("vocab", 0, between(0, limits::kPositions), "token vocabulary (0: the task's)"),
+      integer("d_model", 128, between(1, limits::kWidth), "residual width D"),
+      integer("heads", 8, between(1, limits::kHeads),
+              "attention heads H (d_head = d_model / heads)"),
+      integer("layers", 1, between(1, limits::kLayers),
+              "blocks (default: the task's; the automaton's is 4)"),
+      integer("d_ff", 512, between(1, limits::kWidth), "MLP hidden width"),
+      integer("max_len", 0, between(0, limits::kPositions),
               "positions of the model (0: the smallest compiled that fits)"),
   };
   return parameters;
@@ -337,16 +342,6 @@ inline TrainConfig train_config_from_json(const nlohmann::json& j, const std::st
   return resolve_config(j, where, /*complete=*/true);
 }
 
-inline nlohmann::json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  require(in.good(), path.string(), "cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": not valid JSON (" + e.what() + ")");
-  }
-}
-
 inline TrainConfig read_train_config(const std::filesystem::path& path) {
   return train_config_from_json(read_json_file(path), path.string());
 }
@@ -356,35 +351,6 @@ inline void validate(const TrainConfig& c) {
   const TrainConfig resolved = resolve_config(to_json(c), "config", true);
   require(resolved.shape.max_len >= 1, "config",
           "field 'max_len' must be resolved (>= 1) before training");
-}
-
-// "lr: 0.001 (config.json) vs 0.5 (given)" for every field that differs.
-inline std::vector<std::string> config_differences(const nlohmann::json& a, const nlohmann::json& b,
-                                                   const std::string& a_name,
-                                                   const std::string& b_name) {
-  std::vector<std::string> differences;
-  nlohmann::json keys = a;
-  keys.update(b);
-  for (const auto& [key, unused] : keys.items()) {
-    const std::string va = a.contains(key) ? a[key].dump() : "(absent)";
-    const std::string vb = b.contains(key) ? b[key].dump() : "(absent)";
-    if (va != vb)
-      differences.push_back(key + ": " + va + " (" + a_name + ") vs " + vb + " (" + b_name + ")");
-  }
-  return differences;
-}
-
-// A run folder's config.json against the config a resume was given (both without the fields
-// that may change on resume): an Error listing every difference.
-inline void require_same_run(const std::filesystem::path& config_path,
-                             const nlohmann::json& existing, const nlohmann::json& given) {
-  const std::vector<std::string> differences =
-      config_differences(existing, given, "config.json", "given");
-  std::string listed;
-  for (const std::string& d : differences) listed += "; " + d;
-  require(differences.empty(), config_path.string(),
-          "this run folder holds a run with another configuration" + listed +
-              ". Choose a new --out or delete the folder");
 }
 
 }  // namespace emergent

@@ -1,7 +1,8 @@
 // What every trainer of a run folder shares (the CPU's RunTrainer, train/trainer.hpp, and the
 // device ensembles', cuda/ensemble_trainer.cuh), so that a run folder is the same whichever
 // backend wrote it and either can resume it:
-//   check_and_write_config   config.json of a new run, or the check that a resumed one matches
+//   bind_train_run           config.json of a new run, or the check that a resumed one is the
+//                            same run (train/run_binding.hpp); check_and_write_config likewise
 //   with_emergence_source    the metric emergence reads: the training batch's or the held-out set's
 //   metrics_row              a row of metrics.jsonl, without the attention analysis, and
 //   held_out_columns         its held-out columns, and
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,7 @@
 #include "compiled_model.hpp"
 #include "config.hpp"
 #include "metrics_file.hpp"
+#include "run_binding.hpp"
 
 namespace emergent {
 
@@ -59,23 +62,30 @@ inline nlohmann::json to_json(const AttentionAnalysis& a) {
           {"attention_iou_above_chance", a.iou_above_chance}};
 }
 
-// Writes config.json of the run in `run_dir`, after checking that an existing one describes the
-// same run (steps, stop_below, threads and observations may change on resume; steps not under a
-// cosine schedule, whose shape they set). Returns the text written.
+// The fields a resume of `config` may change: how far it goes (steps, unless a cosine schedule
+// takes its shape from them; stop_below), the threads it runs on and what it observes.
+inline std::set<std::string> resume_may_change(const TrainConfig& config) {
+  std::set<std::string> keys = {"stop_below", "threads"};
+  if (config.schedule != "cosine") keys.insert("steps");
+  for (const Parameter& p : training_parameters())
+    if (p.observation) keys.insert(p.name);
+  return keys;
+}
+
+// Binds the run folder `run_dir` to `config` (train/run_binding.hpp): config.json of a new run,
+// or the check that a resumed one is the same run, against its checkpoint's record and
+// config.json.
+inline RunBinding bind_train_run(const std::filesystem::path& run_dir, const TrainConfig& config) {
+  return bind_run_folder(run_dir, to_json(config), resume_may_change(config),
+                         [](const nlohmann::json& j, const std::string& where) {
+                           return to_json(train_config_from_json(j, where));
+                         });
+}
+
+// The same, for a trainer that records no resume changes: returns config.json's text.
 inline std::string check_and_write_config(const std::filesystem::path& run_dir,
                                           const TrainConfig& config) {
-  const std::string text = to_json(config).dump(2);
-  const auto path = run_dir / "config.json";
-  if (std::filesystem::exists(path)) {
-    nlohmann::json a = to_json(read_train_config(path)), b = to_json(config);
-    for (const char* key : {"steps", "stop_below", "threads"})
-      if (!(std::string(key) == "steps" && config.schedule == "cosine")) a.erase(key), b.erase(key);
-    for (const Parameter& p : training_parameters())
-      if (p.observation) a.erase(p.name), b.erase(p.name);
-    require_same_run(path, a, b);
-  }
-  write_text_atomically(path, text + "\n");
-  return text;
+  return bind_train_run(run_dir, config).config_text;
 }
 
 // The task's setup with the emergence metric the run reads: the training batch's (e.g. "loss"),

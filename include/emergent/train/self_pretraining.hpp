@@ -37,6 +37,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../analysis/proximity.hpp"
@@ -52,7 +53,9 @@
 #include "../tasks/listops.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "memory_estimate.hpp"
 #include "metrics_file.hpp"
+#include "run_binding.hpp"
 #include "run_lock.hpp"
 #include "self_pretraining_config.hpp"
 
@@ -163,18 +166,32 @@ class SelfPretrainingRun {
         optimizer_(adamw_config(), decay_ranges(), Net::parameter_count) {
     require(Net::shape.max_len >= config_.integer("max_length") - 1, "config",
             "the compiled model's max_len is too small for max_length");
+    // The data sets are held in memory: up to max_length tokens per example.
+    require_memory_fits(
+        double(config_.integer("train_examples") + config_.integer("test_examples")) *
+            double(config_.integer("max_length")) * sizeof(int),
+        machine_memory_bytes(), "this machine's memory", "config",
+        "train_examples + test_examples and max_length");
   }
 
   nlohmann::json run() {
     if (config_.integer("threads") > 0) set_thread_count(int(config_.integer("threads")));
+    // A new run's warm start is read before anything is created: a wrong path leaves no folder.
+    if (!latest_checkpoint(run_dir_) && !config_.text("warm_start").empty()) read_warm_start();
     std::error_code error;
     std::filesystem::create_directories(run_dir_, error);
     require(!error && std::filesystem::is_directory(run_dir_), run_dir_.string(),
             "cannot be the run folder; choose another --out");
     const RunLock lock(run_dir_);
-    const std::string config_text = config_.json().dump(2);
+    const RunBinding binding =
+        bind_run_folder(run_dir_, config_.json(), {"steps", "threads", "eval_examples"},
+                        [](const nlohmann::json& j, const std::string& where) {
+                          return resolve_self_pretraining(j, where).json();
+                        });
+    const std::string& config_text = binding.config_text;
+    nlohmann::json changed_on_resume = binding.changed_on_resume;
     make_data();
-    std::int64_t step = prepare_run_folder(config_text);
+    std::int64_t step = prepare_run_folder();
 
     const std::int64_t steps = config_.integer("steps"),
                        pretrain = config_.integer("pretrain_steps"),
@@ -191,6 +208,7 @@ class SelfPretrainingRun {
     const auto started = std::chrono::steady_clock::now();
     auto last_progress = started;
     const std::int64_t first = step;
+    std::int64_t saved_step = -1;  // the step of the checkpoint this process wrote last
     double loss = 0;
     for (; step < steps; ++step) {
       const bool reconstruct = step < pretrain;
@@ -250,12 +268,15 @@ class SelfPretrainingRun {
         row["lr"] = lr;
         row["grad_norm"] = grad_norm;
         row["wall_s"] = seconds_since(started) + wall_offset_;
+        if (!changed_on_resume.empty())  // the first row after a resume that extended the run
+          row["changed_on_resume"] = std::exchange(changed_on_resume, nlohmann::json::object());
         metrics << row.dump() << '\n' << std::flush;
         require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
                 "cannot append a metrics row (is the disk full?)");
         last_row_ = row;
       }
-      if ((step + 1) % checkpoint_every == 0 || step + 1 == pretrain) save(step + 1, config_text);
+      if ((step + 1) % checkpoint_every == 0 || step + 1 == pretrain)
+        saved_step = save(step + 1, config_text);
       if (progress_ && seconds_since(last_progress) > 1.0) {
         last_progress = std::chrono::steady_clock::now();
         const double rate = double(step + 1 - first) / std::max(seconds_since(started), 1e-9);
@@ -266,7 +287,9 @@ class SelfPretrainingRun {
       }
     }
     if (progress_) std::fprintf(stderr, "\n");
-    if (step > first || !latest_checkpoint(run_dir_)) save(step, config_text);
+    // The last step's checkpoint, unless the loop just wrote it (each is written once).
+    if (saved_step != step && (step > first || !latest_checkpoint(run_dir_)))
+      save(step, config_text);
     nlohmann::json summary = {{"steps_done", step},
                               {"wall_s", seconds_since(started) + wall_offset_}};
     for (const char* key :
@@ -396,16 +419,8 @@ class SelfPretrainingRun {
     return row;
   }
 
-  // config.json for a new run, or checked against it; the latest checkpoint, if any.
-  std::int64_t prepare_run_folder(const std::string& config_text) {
-    const auto config_path = run_dir_ / "config.json";
-    if (std::filesystem::exists(config_path)) {
-      nlohmann::json existing = read_json_file(config_path), given = config_.json();
-      for (const char* key : {"steps", "threads", "eval_examples"})
-        existing.erase(key), given.erase(key);
-      require_same_run(config_path, existing, given);
-    }
-    write_text_atomically(config_path, config_text + "\n");
+  // A new run's initial parameters, or the latest checkpoint's state; returns the first step.
+  std::int64_t prepare_run_folder() {
     const auto checkpoint = latest_checkpoint(run_dir_);
     if (!checkpoint) {
       Net::init(params_, seed_,
@@ -426,13 +441,18 @@ class SelfPretrainingRun {
     return state.step;
   }
 
+  // The parameters of the warm_start checkpoint (an Error naming it if it cannot be read).
+  void read_warm_start() {
+    const SafetensorsFile file(std::filesystem::path(config_.text("warm_start")));
+    warm_source_.assign(Net::parameter_count, Real(0));
+    load_parameters(file, Net::tensors(), warm_source_);
+  }
+
   // Tensors of another run's checkpoint: all, the query-key rows of every qkv projection, or
   // everything but those rows.
   void warm_start() {
-    const std::filesystem::path path = config_.text("warm_start");
-    const SafetensorsFile file(path);
-    std::vector<Real> source(Net::parameter_count);
-    load_parameters(file, Net::tensors(), source);
+    if (warm_source_.empty()) read_warm_start();
+    const std::vector<Real>& source = warm_source_;
     const std::string take = config_.text("take");
     std::vector<bool> from_source(Net::parameter_count, take != "qk");
     for (int l = 0; l < L; ++l) {
@@ -454,10 +474,12 @@ class SelfPretrainingRun {
     }
   }
 
-  void save(std::int64_t step, const std::string& config_text) {
+  // Writes the checkpoint of `step`; returns the step.
+  std::int64_t save(std::int64_t step, const std::string& config_text) {
     save_checkpoint(checkpoint_path(run_dir_, step), Net::tensors(), params_,
                     optimizer_.first_moment(), optimizer_.second_moment(),
                     {step, optimizer_.steps(), config_text});
+    return step;
   }
 
   ParameterValues config_;
@@ -467,6 +489,7 @@ class SelfPretrainingRun {
   std::uint64_t seed_;
   std::vector<listops::Example> train_, test_;
   std::vector<Real> params_, grads_;
+  std::vector<Real> warm_source_;  // warm_start's parameters, read before the folder is made
   AdamW<Real> optimizer_;
   typename Net::Workspace ws_;
   nlohmann::json last_row_ = nlohmann::json::object();

@@ -17,10 +17,12 @@
 //                        names (train/attention_snapshot.hpp)
 // <run>/summary.json     final losses, emergence steps, IoU
 //
-// Resume: a run folder with checkpoints continues from the latest one. Data of step t is a pure
-// function of (seed, t) and the checkpoint holds parameters and both AdamW moments, so the
-// continuation is bit-identical to an uninterrupted run with the same thread count. Metric rows
-// after the checkpoint are dropped (they are recomputed), so nothing is logged twice.
+// Resume: a run folder with checkpoints continues from the latest one, as the same run
+// (train/run_binding.hpp: an edited config.json or another configuration is refused; more steps
+// or a later stop are allowed and recorded as changed_on_resume in the next metrics row). Data of
+// step t is a pure function of (seed, t) and the checkpoint holds parameters and both AdamW
+// moments, so the continuation is bit-identical to an uninterrupted run with the same thread count.
+// Metric rows after the checkpoint are dropped (they are recomputed), so nothing is logged twice.
 #pragma once
 
 #include <algorithm>
@@ -33,6 +35,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../analysis/attention_summary.hpp"
@@ -48,6 +51,7 @@
 #include "checkpoint.hpp"
 #include "compiled_model.hpp"
 #include "config.hpp"
+#include "memory_estimate.hpp"
 #include "run_folder.hpp"
 #include "run_lock.hpp"
 
@@ -69,6 +73,9 @@ class RunTrainer {
         grads_(model_->parameter_count()),
         optimizer_(adamw_config(config_), decay_ranges(*model_), model_->parameter_count()) {
     validate(config_);
+    require_memory_fits(
+        estimated_training_bytes(config_), machine_memory_bytes(), "this machine's memory",
+        "config", "batch_tokens = " + std::to_string(config_.batch_tokens) + " and the shape");
     require(config_.shape == model_->shape(), "config", "shape does not match the compiled model");
     require(config_.mixer == model_->mixer(), "config",
             "mixer '" + config_.mixer + "' does not match the compiled model's (" +
@@ -87,7 +94,9 @@ class RunTrainer {
             "cannot be the run folder (" + (error ? error.message() : std::string("not a folder")) +
                 "); choose another --out");
     const RunLock lock(run_dir_);
-    const std::string config_text = check_and_write_config(run_dir_, config_);
+    const RunBinding binding = bind_train_run(run_dir_, config_);
+    const std::string& config_text = binding.config_text;
+    nlohmann::json changed_on_resume = binding.changed_on_resume;
     std::int64_t start_step = prepare_run_folder();
 
     const SequenceTask& task = *setup_.task;
@@ -131,6 +140,8 @@ class RunTrainer {
                                          model_->weighted_accuracy(predictable), lr, grad_norm,
                                          seconds_since(started) + history_.wall_offset);
         if (analysed) row.update(to_json(model_->analyse_last_step(task, target)));
+        if (!changed_on_resume.empty())  // the first row after a resume that extended the run
+          row["changed_on_resume"] = std::exchange(changed_on_resume, nlohmann::json::object());
         if (config_.eval_every > 0 && step % config_.eval_every == 0)
           row.update(
               held_out_columns(name, model_->held_out(params_, task, config_.seed, B,
@@ -143,7 +154,7 @@ class RunTrainer {
           break;
         }
       }
-      if ((step + 1) % config_.checkpoint_every == 0) save(step + 1, config_text);
+      if ((step + 1) % config_.checkpoint_every == 0) saved_step_ = save(step + 1, config_text);
       if (show_progress_ &&
           seconds_between(last_progress, std::chrono::steady_clock::now()) > 1.0) {
         last_progress = std::chrono::steady_clock::now();
@@ -151,7 +162,9 @@ class RunTrainer {
       }
     }
     if (show_progress_) std::fprintf(stderr, "\n");
-    if (step > start_step || !latest_checkpoint(run_dir_)) save(step, config_text);
+    // The last step's checkpoint, unless the loop just wrote it (each is written once).
+    if (saved_step_ != step && (step > start_step || !latest_checkpoint(run_dir_)))
+      save(step, config_text);
     return write_run_summary(run_dir_, setup_, history_, step,
                              seconds_since(started) + history_.wall_offset,
                              model_->evaluate(params_, *setup_.task, config_.seed, batch_,
@@ -207,10 +220,12 @@ class RunTrainer {
                              attention, target, loss);
   }
 
-  void save(std::int64_t step, const std::string& config_text) {
+  // Writes the checkpoint of `step`; returns the step.
+  std::int64_t save(std::int64_t step, const std::string& config_text) {
     save_checkpoint(checkpoint_path(run_dir_, step), model_->tensors(), params_,
                     optimizer_.first_moment(), optimizer_.second_moment(),
                     {step, optimizer_.steps(), config_text});
+    return step;
   }
 
   // Training on a non-finite loss or gradient would poison every later step: stop with the step
@@ -263,6 +278,7 @@ class RunTrainer {
   std::vector<float> params_, grads_;
   AdamW<float> optimizer_;
   RunHistory history_;
+  std::int64_t saved_step_ = -1;  // the step of the checkpoint this process wrote last
 };
 
 template <class Net>

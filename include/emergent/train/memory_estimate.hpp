@@ -1,0 +1,68 @@
+// What a training run needs in memory, estimated from its config before anything large is
+// allocated, so that a run that cannot fit is refused in one line with the numbers, instead of
+// growing until the machine swaps or the allocator aborts (std::bad_alloc, no field named).
+//
+//   estimated_training_bytes(config, members): for each member of an ensemble (1 for a CPU run)
+//     4 copies of the parameters (parameters, gradients, both AdamW moments) and the activations
+//     a step keeps for its backward, for every token of the step: per layer 12 D + 3 d_ff
+//     values (projections, residuals, normalisations, the MLP) and 2 H T attention values
+//     (probabilities and their gradients), floats. A step that analyses attention keeps every
+//     slice's activations at once (model/data_parallel.hpp), so this is its peak.
+//   The parameter count is the dot-attention model's (the other mixers' are of the same order).
+// It is an estimate of the large buffers only: a refusal means the run cannot fit; a run near the
+// limit may still not.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "../core/error.hpp"
+#include "config.hpp"
+
+namespace emergent {
+
+inline double estimated_training_bytes(const TrainConfig& c, std::uint64_t members = 1) {
+  const double V = c.shape.vocab, D = c.shape.d_model, F = c.shape.d_ff, H = c.shape.heads,
+               L = c.shape.layers, positions = c.shape.max_len;
+  const double T = sequence_tokens(c) - 1;
+  const double parameters =
+      V * D + positions * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D + D * V;
+  const double per_token = L * (12 * D + 3 * F + 2 * H * T) + 2 * V + 4;
+  return double(members) * 4.0 * (4 * parameters + double(c.batch_tokens) * per_token);
+}
+
+// This machine's memory for a process: the physical memory, or the cgroup's limit if lower
+// (0 if neither can be read).
+inline double machine_memory_bytes() {
+  double bytes = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kib = 0;
+    meminfo >> kib;
+    if (key == "MemTotal:") bytes = kib * 1024;
+    meminfo.ignore(1 << 10, '\n');
+  }
+  std::ifstream limit("/sys/fs/cgroup/memory.max");
+  double cgroup = 0;
+  if (limit >> cgroup && cgroup > 0 && (bytes == 0 || cgroup < bytes)) bytes = cgroup;
+  return bytes;
+}
+
+inline std::string gib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+// An Error naming `where` if the estimate exceeds `available` bytes (of `what`: "this machine's
+// memory", "the GPU's free memory"); `fields` names the settings that set the size.
+inline void require_memory_fits(double estimate, double available, const std::string& what,
+                                const std::string& where, const std::string& fields) {
+  require(available <= 0 || estimate <= available, where,
+          "needs about " + gib_text(estimate) + " (estimated from " + fields + "), more than " +
+              what + " (" + gib_text(available) + ")");
+}
+
+}  // namespace emergent
