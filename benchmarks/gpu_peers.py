@@ -10,8 +10,17 @@ Model (docs/model.md): token + learned position embedding, pre-LN blocks of caus
 (d_model 128, 8 heads) and a GELU MLP (512), final LayerNorm, a bias-free head; mean
 cross-entropy; AdamW (0.9, 0.999, eps 1e-8, weight decay 0.01 on the matrices of the Linear
 layers) after clipping each seed's gradient norm to 1. Data: random tokens, fixed per step (the
-throughput does not depend on them). Prints one JSON object per (library, E) line, and writes
-all of them as a list to --out.
+throughput does not depend on them). Prints one JSON object per (library, precision, E) line,
+and writes all of them as a list to --out after each one (so a run stopped by a time limit keeps
+what it measured).
+
+Precisions (--runs): each run is library:precision:E list, e.g. jax-vmap:highest:1/16/256.
+  torch  fp32   torch.backends.cuda.matmul.allow_tf32 = False (float32 GEMMs)
+         tf32   allow_tf32 = True (TF32 tensor-core GEMMs)
+  jax    highest  jax_default_matmul_precision = "highest" (float32 dots)
+         default  JAX's default (on this GPU, not full float32: TF32-class passes)
+Timing: --warmup steps, then --repeats times --steps timed steps; the median repeat is reported
+(and each repeat's seconds).
 """
 import argparse
 import json
@@ -130,19 +139,27 @@ def jax_ops(jax, jnp):
 DEVICE = "cpu"
 
 
-def time_steps(step, sync, steps, warmup):
+def time_steps(step, sync, steps, warmup, repeats):
+    """Seconds of each of `repeats` runs of `steps` steps, after `warmup` steps."""
     for i in range(warmup):
         step(i)
     sync()
-    start = time.perf_counter()
-    for i in range(steps):
-        step(warmup + i)
-    sync()
-    return time.perf_counter() - start
+    seconds = []
+    done = warmup
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(steps):
+            step(done + i)
+        sync()
+        seconds.append(time.perf_counter() - start)
+        done += steps
+    return seconds
 
 
-def bench_torch(args, E, mode):
+def bench_torch(args, E, mode, precision):
     import torch
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.manual_seed(0)
     ops = torch_ops(torch)
     sh = shapes(args.vocab, args.d_model, args.heads, args.layers, args.d_ff, args.length)
@@ -172,12 +189,13 @@ def bench_torch(args, E, mode):
         def step(i):
             g, _ = loss_and_grad(state["p"], batches[i % 4])
             state["p"], state["m"], state["v"] = update(state["p"], g, state["m"], state["v"], i + 1)
-    return time_steps(step, sync, args.steps, args.warmup)
+    return time_steps(step, sync, args.steps, args.warmup, args.repeats)
 
 
-def bench_jax(args, E):
+def bench_jax(args, E, precision):
     import jax
     import jax.numpy as jnp
+    jax.config.update("jax_default_matmul_precision", None if precision == "default" else precision)
     ops = jax_ops(jax, jnp)
     sh = shapes(args.vocab, args.d_model, args.heads, args.layers, args.d_ff, args.length)
     key = jax.random.PRNGKey(0)
@@ -200,16 +218,18 @@ def bench_jax(args, E):
                                                                   batches[i % 4], jnp.float32(i + 1))
 
     return time_steps(step, lambda: state["loss"] is not None and state["loss"].block_until_ready(),
-                      args.steps, args.warmup)
+                      args.steps, args.warmup, args.repeats)
 
 
 def main():
     global DEVICE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ensembles", default="1,16,256")
-    parser.add_argument("--libraries", default="torch-eager,torch-vmap,jax-vmap")
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--runs", default="jax-vmap:highest:1/16/256,jax-vmap:default:1/16/256,"
+                        "torch-vmap:fp32:1/16,torch-vmap:tf32:1/16,torch-eager:fp32:1/16,torch-eager:tf32:1",
+                        help="library:precision:E/E/..., comma-separated, run in this order")
+    parser.add_argument("--steps", type=int, default=200, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--vocab", type=int, default=2)
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--heads", type=int, default=8)
@@ -222,23 +242,26 @@ def main():
     args = parser.parse_args()
     DEVICE = args.device
     results = []
-    for E in (int(e) for e in args.ensembles.split(",")):
-        for library in args.libraries.split(","):
+    for run in args.runs.split(","):
+        library, precision, sizes = run.split(":")
+        for E in (int(e) for e in sizes.split("/")):
             try:
                 if library == "jax-vmap":
-                    seconds = bench_jax(args, E)
+                    seconds = bench_jax(args, E, precision)
                 else:
-                    seconds = bench_torch(args, E, library.split("-")[1])
-                r = {"library": library, "ensemble": E, "steps": args.steps, "seconds": seconds,
-                     "steps_per_s": args.steps / seconds,
-                     "tokens_per_s": args.steps * E * args.batch * (args.length + 1) / seconds}
+                    seconds = bench_torch(args, E, library.split("-")[1], precision)
+                median = sorted(seconds)[len(seconds) // 2]
+                r = {"library": library, "precision": precision, "ensemble": E, "steps": args.steps,
+                     "repeats": seconds, "seconds": median, "steps_per_s": args.steps / median,
+                     "tokens_per_s": args.steps * E * args.batch * (args.length + 1) / median}
             except Exception as e:  # out of memory at E = 256, a missing library: say so, go on
-                r = {"library": library, "ensemble": E, "error": f"{type(e).__name__}: {e}"[:300]}
+                r = {"library": library, "precision": precision, "ensemble": E,
+                     "error": f"{type(e).__name__}: {e}"[:300]}
             print(json.dumps(r), flush=True)
             results.append(r)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+            if args.out:
+                with open(args.out, "w") as f:
+                    json.dump(results, f, indent=1)
     return 0
 
 

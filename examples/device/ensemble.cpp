@@ -3,6 +3,7 @@
 // runs them for --backend thrust-omp and --backend cuda:
 //   emergent_ensemble_<backend> --config CONFIG.json --seeds 0-15 --out DIR [--quiet]
 //   emergent_ensemble_<backend> --config CONFIG.json --seeds 3,7 --run-dirs D3,D7 [--quiet]
+//   [--precision fp32|tf32]   the GEMMs' precision (tf32: CUDA only, opt-in; fp32 by default)
 // trains the seeds of the config as one ensemble (cuda/ensemble_trainer.cuh) into DIR/seed_<n>
 // (or the run folders named, one per seed: `emergent sweep --backend`), each a run folder as
 // `emergent train` writes one. The shapes compiled here are the dot-attention
@@ -48,11 +49,15 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->excludes(out_option);
   app.add_flag("--quiet", quiet, "no progress line");
+  std::string precision = "fp32";
+  app.add_option("--precision", precision,
+                 "the GEMMs' precision: fp32 (default) or tf32 (CUDA's tensor cores)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!emergent::cuda::device_available())
       throw emergent::Error(std::string(emergent::cuda::kDeviceSystem) +
                             ": no GPU is visible here; train with --backend cpu or thrust-omp");
+    emergent::cuda::gemm_precision() = emergent::cuda::parse_precision(precision);
     const TrainConfig config = emergent::read_train_config(config_file);
     const std::vector<std::uint64_t> seeds = emergent::cli::parse_seed_list(seed_text, "--seeds");
     std::vector<std::filesystem::path> dirs(run_dirs.begin(), run_dirs.end());

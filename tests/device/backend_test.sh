@@ -80,4 +80,14 @@ expect_error "not a seed list" "$cli" train "${common[@]}" --steps 5 --seeds 1-x
 expect_error "where the other seeds of the ensemble resume" \
   "$cli" train "${common[@]}" --steps 60 --seeds 7-8 --backend thrust-omp --out "$dir/uneven"
 test -f "$dir/uneven/seed_7/step_000030.safetensors"
+# The NaN stop: the device keeps each member's first non-finite step and reports it when the host
+# next reads (a logging or checkpoint step, or the end), naming the step the CPU names.
+expect_error "training stopped at step" "$cli" train "${common[@]}" --steps 40 --lr 1e30 --warmup-steps 0 \
+  --seeds 0-1 --backend thrust-omp --out "$dir/nan_device"
+device_step=$(grep -o "stopped at step [0-9]*" "$dir/err.txt")
+expect_error "training stopped at step" "$cli" train "${common[@]}" --steps 40 --lr 1e30 --warmup-steps 0 \
+  --seed 0 --out "$dir/nan_cpu"
+cpu_step=$(grep -o "stopped at step [0-9]*" "$dir/err.txt")
+[ "$device_step" = "$cpu_step" ] || { echo "NaN stop: device '$device_step', cpu '$cpu_step'"; exit 1; }
+test ! -e "$dir/nan_device/seed_0/step_000030.safetensors"  # no checkpoint after the bad step
 echo "device backend: ok"

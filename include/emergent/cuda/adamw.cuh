@@ -1,6 +1,7 @@
 // optim/adamw.hpp on the device, for an ensemble: each member's global gradient norm (in
-// double, over fixed chunks summed in order), its own clipping factor, then one elementwise
-// AdamW update of every member's buffer, weight decay where the member's layout says so. The
+// double, in reduce.cuh's fixed order), its own clipping factor, then one elementwise AdamW
+// update of every member's buffer, weight decay where the member's layout says so; the norms
+// and clipping factors never leave the device. The
 // update is the CPU's, operation for operation, in float, and like the CPU's it leaves the
 // values outside every tensor (the layout's padding) alone.
 #pragma once
@@ -13,22 +14,30 @@
 #include "../optim/adamw.hpp"
 #include "device_system.cuh"
 #include "profile.cuh"
+#include "reduce.cuh"
 
 namespace emergent::cuda {
 
+// A step's AdamW scalars, written by the host (prepare), read by the update on the device.
+// (At namespace scope: nvcc's device lambdas may not capture a class's private types.)
+struct AdamWScalars {
+  float step_size, inv_sqrt_bias2, decayed;
+};
+
 class EnsembleAdamW {
  public:
+  using Scalars = AdamWScalars;
   EnsembleAdamW(AdamWConfig config, const std::vector<DecayRange>& ranges,
                 std::size_t parameter_count, int members)
       : config_(config),
         members_(members),
         count_(parameter_count),
-        chunks_((std::int64_t(parameter_count) + kChunk - 1) / kChunk),
         m_(parameter_count * members, 0.0f),
         v_(parameter_count * members, 0.0f),
-        partial_(members * chunks_),
         norms_(members),
-        clip_(members) {
+        columns_(std::size_t(members) * kNormColumns),
+        clip_(members),
+        scalars_(1) {
     std::vector<std::uint8_t> kind(parameter_count, kPadding);
     for (const DecayRange& r : ranges)
       for (std::size_t i = r.offset; i < r.offset + r.size; ++i)
@@ -36,63 +45,72 @@ class EnsembleAdamW {
     copy_to_device<std::uint8_t>(kind, kind_);
   }
 
-  // Each member's gradient norm before clipping.
-  std::vector<double> gradient_norms(const float* grads) {
-    OpScope scope("adamw.gradient_norm");
-    const std::int64_t n = std::int64_t(count_), chunks = chunks_;
-    double* partial = raw(partial_);
-    for_each_index(members_ * chunks, [=] EMERGENT_HD(std::int64_t i) {
-      const std::int64_t e = i / chunks, begin = (i % chunks) * kChunk;
-      const std::int64_t end = begin + kChunk < n ? begin + kChunk : n;
-      double sum = 0;
-      for (std::int64_t j = begin; j < end; ++j) {
-        const double g = grads[e * n + j];
-        sum += g * g;
-      }
-      partial[i] = sum;
-    });
-    double* norms = raw(norms_);
-    for_each_index(members_, [=] EMERGENT_HD(std::int64_t e) {
-      double sum = 0;
-      for (std::int64_t c = 0; c < chunks; ++c) sum += partial[e * chunks + c];
-      norms[e] = sqrt(sum);
-    });
-    return copy_to_host(norms_);
-  }
-
-  // One update of every member with learning rate `lr`; returns the norms before clipping.
-  std::vector<double> step(float* params, const float* grads, double lr) {
-    const std::vector<double> norms = gradient_norms(grads);
-    std::vector<float> clip(norms.size());
-    for (std::size_t e = 0; e < norms.size(); ++e)
-      clip[e] = float((config_.max_grad_norm > 0 && norms[e] > config_.max_grad_norm)
-                          ? config_.max_grad_norm / norms[e]
-                          : 1.0);
-    {
-      OpScope scope("adamw.clip_upload");
-      copy_to_device<float>(clip, clip_);
-    }
-    OpScope scope("adamw.update");
+  // The host's part of a step: counts it and writes the step's scalars (the learning rate with
+  // the bias corrections, computed on the host in double as AdamW<float> does) to the device,
+  // where update() reads them; one small launch, no waiting.
+  void prepare(double lr) {
     ++steps_;
     const double bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
     const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
-    const float b1 = float(config_.beta1), b2 = float(config_.beta2), eps = float(config_.eps);
-    const float step_size = float(lr / bias1), inv_sqrt_bias2 = float(1.0 / std::sqrt(bias2));
-    const float decayed = float(1.0 - lr * config_.weight_decay);
+    const Scalars values{float(lr / bias1), float(1.0 / std::sqrt(bias2)),
+                         float(1.0 - lr * config_.weight_decay)};
+    Scalars* scalars = raw(scalars_);
+    OpScope scope("adamw.prepare");
+    for_each_index(1, [=] EMERGENT_HD(std::int64_t) { scalars[0] = values; });
+  }
+
+  // The device's part: each member's gradient norm (in double, in reduce.cuh's order) and
+  // clipping factor, then one elementwise update of every member, reading prepare()'s scalars.
+  // Nothing waits for the host, so it can be captured in a graph (cuda/step.cuh).
+  void update(float* params, const float* grads) {
     const std::int64_t n = std::int64_t(count_);
+    {
+      OpScope scope("adamw.gradient_norm");
+      const std::int64_t rows = (n + kNormColumns - 1) / kNormColumns;
+      column_sums<double>(raw(columns_), kNormColumns, members_, rows, kNormColumns, false,
+                          [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int c) {
+                            const std::int64_t j = r * kNormColumns + c;
+                            const double g = j < n ? double(grads[e * n + j]) : 0.0;
+                            return g * g;
+                          });
+      const double* columns = raw(columns_);
+      double* norms = raw(norms_);
+      float* clip = raw(clip_);
+      const double max_norm = config_.max_grad_norm;
+      for_each_index(members_, [=] EMERGENT_HD(std::int64_t e) {
+        double sum = 0;
+        for (int c = 0; c < kNormColumns; ++c) sum += columns[e * kNormColumns + c];
+        norms[e] = sqrt(sum);
+        clip[e] = float((max_norm > 0 && norms[e] > max_norm) ? max_norm / norms[e] : 1.0);
+      });
+    }
+    OpScope scope("adamw.update");
+    const float b1 = float(config_.beta1), b2 = float(config_.beta2), eps = float(config_.eps);
     float *m = raw(m_), *v = raw(v_);
     const float* scales = raw(clip_);
     const std::uint8_t* kind = raw(kind_);
+    const Scalars* scalars = raw(scalars_);
     for_each_index(members_ * n, [=] EMERGENT_HD(std::int64_t i) {
       if (kind[i % n] == kPadding) return;
+      const Scalars s = scalars[0];
       const float g = grads[i] * scales[i / n];
       m[i] = b1 * m[i] + (1.0f - b1) * g;
       v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      params[i] = params[i] * (kind[i % n] == kDecayed ? decayed : 1.0f) -
-                  step_size * m[i] / (sqrtf(v[i]) * inv_sqrt_bias2 + eps);
+      params[i] = params[i] * (kind[i % n] == kDecayed ? s.decayed : 1.0f) -
+                  s.step_size * m[i] / (sqrtf(v[i]) * s.inv_sqrt_bias2 + eps);
     });
-    return norms;
   }
+
+  // One update of every member with learning rate `lr`; returns the norms before clipping
+  // (waits for them).
+  std::vector<double> step(float* params, const float* grads, double lr) {
+    prepare(lr);
+    update(params, grads);
+    return copy_to_host(norms_);
+  }
+
+  // Each member's gradient norm before clipping, of the last update (on the device).
+  const double* norms() const { return raw(norms_); }
 
   std::int64_t steps() const { return steps_; }
   void set_steps(std::int64_t steps) { steps_ = steps; }
@@ -100,17 +118,18 @@ class EnsembleAdamW {
   DeviceVector<float>& second_moment() { return v_; }
 
  private:
-  static constexpr std::int64_t kChunk = 8192;
+  // The gradient norm views a member's buffer as rows of kNormColumns values.
+  static constexpr int kNormColumns = 256;
   // What the update does to each value of a member's buffer.
   static constexpr std::uint8_t kPadding = 0, kUpdated = 1, kDecayed = 2;
   AdamWConfig config_;
   int members_;
   std::size_t count_;
-  std::int64_t chunks_;
   DeviceVector<float> m_, v_;
   DeviceVector<std::uint8_t> kind_;  // [P] kPadding, kUpdated or kDecayed
-  DeviceVector<double> partial_, norms_;
+  DeviceVector<double> norms_, columns_;
   DeviceVector<float> clip_;
+  DeviceVector<Scalars> scalars_;
   std::int64_t steps_ = 0;
 };
 

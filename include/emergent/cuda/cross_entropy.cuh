@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "device_system.cuh"
+#include "reduce.cuh"
 
 namespace emergent::cuda {
 
@@ -41,19 +42,47 @@ inline void cross_entropy_backward(float* dlogits, const float* probs, const std
   });
 }
 
-// out[e] = sum_{b,t} w[t] values[e,b,t] / (B sum_t w[t]), in double, in row order: one index per
-// member (a handful of members, thousands of rows: not worth a tree).
+// dlogits = (probs - onehot(target)) w[n % length] scale[0], the scale read on the device (from
+// loss_scale below), so that a step asks nothing of the host.
+inline void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
+                                   const float* weights, std::int64_t rows, int length, int vocab,
+                                   const float* scale) {
+  for_each_index(rows * vocab, [=] EMERGENT_HD(std::int64_t i) {
+    const std::int64_t n = i / vocab;
+    const float w = weights[n % length] * scale[0];
+    dlogits[i] = probs[i] * w - (int(i % vocab) == targets[n] ? w : 0.0f);
+  });
+}
+
+// scale[0] = 1 / (batch sum_t w[t]) (0 when the weights sum to 0), the sum in double in order:
+// the factor the mean loss puts on each token's weight.
+inline void loss_scale(float* scale, const float* weights, int batch, int length) {
+  for_each_index(1, [=] EMERGENT_HD(std::int64_t) {
+    double weight_sum = 0;
+    for (int t = 0; t < length; ++t) weight_sum += weights[t];
+    scale[0] = weight_sum > 0 ? float(1.0 / (batch * weight_sum)) : 0.0f;
+  });
+}
+
+// out[e * out_stride] = sum_{b,t} w[t] values[e,b,t] / (B sum_t w[t]), in double (the rows in
+// reduce.cuh's order).
+inline void weighted_member_means(double* out, std::int64_t out_stride, const float* values,
+                                  const float* weights, int members, int batch, int length) {
+  const std::int64_t rows = std::int64_t(batch) * length;
+  column_sums<double>(out, out_stride, members, rows, 1, false,
+                      [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int) {
+                        return double(weights[r % length]) * values[e * rows + r];
+                      });
+  for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
+    double weight_sum = 0;
+    for (int t = 0; t < length; ++t) weight_sum += weights[t];
+    weight_sum *= batch;
+    out[e * out_stride] = weight_sum > 0 ? out[e * out_stride] / weight_sum : 0.0;
+  });
+}
 inline void weighted_member_means(double* out, const float* values, const float* weights,
                                   int members, int batch, int length) {
-  for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
-    double total = 0, weight_sum = 0;
-    for (int b = 0; b < batch; ++b)
-      for (int t = 0; t < length; ++t) {
-        total += double(weights[t]) * values[(e * batch + b) * length + t];
-        weight_sum += weights[t];
-      }
-    out[e] = weight_sum > 0 ? total / weight_sum : 0.0;
-  });
+  weighted_member_means(out, 1, values, weights, members, batch, length);
 }
 
 }  // namespace emergent::cuda

@@ -17,8 +17,11 @@
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
@@ -65,17 +68,56 @@ const T* raw(const DeviceVector<T>& v) {
 }
 
 #if EMERGENT_DEVICE_IS_CUDA
-// The stream every launch and copy of the device code goes to.
-inline cudaStream_t device_stream() { return 0; }
+inline void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA: ") + what +
+                             " failed: " + cudaGetErrorString(status));
+}
+
+// The stream every launch and copy of the device code goes to: one per process, made on first
+// use. It is a blocking stream (it waits for, and is waited on by, the legacy default stream that
+// thrust::device_vector's own allocations and fills use), and the stream a step is captured on
+// (cuda/step.cuh).
+inline cudaStream_t device_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    check_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+    return s;
+  }();
+  return stream;
+}
+
+// The host waits until the device has done everything asked of it so far.
+inline void synchronize() {
+  ++device_counts().syncs;
+  check_cuda(cudaStreamSynchronize(device_stream()), "cudaStreamSynchronize");
+}
+
+template <class Functor>
+__global__ void for_each_index_kernel(std::int64_t count, Functor f) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride)
+    f(i);
+}
+#else
+inline void synchronize() { ++device_counts().syncs; }
 #endif
 
-// f(i) for every i in [0, count), on the device.
+// f(i) for every i in [0, count), on the device. Under CUDA one kernel launch on
+// device_stream() that the host does not wait for; under OpenMP thrust::for_each_n over the
+// CPU's cores (which returns when it is done).
 template <class Functor>
 void for_each_index(std::int64_t count, Functor f) {
   if (count <= 0) return;
   ++device_counts().launches;
-  ++device_counts().syncs;  // thrust::device blocks until the launch is done
+#if EMERGENT_DEVICE_IS_CUDA
+  constexpr int kThreads = 256;
+  const std::int64_t blocks = std::min<std::int64_t>((count + kThreads - 1) / kThreads, 1 << 20);
+  for_each_index_kernel<<<unsigned(blocks), kThreads, 0, device_stream()>>>(count, f);
+  check_cuda(cudaGetLastError(), "for_each_index launch");
+#else
   thrust::for_each_n(thrust::device, thrust::counting_iterator<std::int64_t>(0), count, f);
+#endif
 }
 
 // x[i] = value for i in [0, count)
@@ -84,26 +126,41 @@ void fill(T* x, std::int64_t count, T value) {
   for_each_index(count, [=] EMERGENT_HD(std::int64_t i) { x[i] = value; });
 }
 
+// Copies between the host and a device buffer, in order with the launches: an upload does not
+// wait for the device (the host memory is copied before the call returns); a download does.
 template <class T>
 void copy_to_device(std::span<const T> host, DeviceVector<T>& device) {
   ++device_counts().uploads;
-  device.resize(host.size());
+  if (device.size() != host.size()) device.resize(host.size());
+  if (host.empty()) return;
+#if EMERGENT_DEVICE_IS_CUDA
+  check_cuda(cudaMemcpyAsync(raw(device), host.data(), host.size() * sizeof(T),
+                             cudaMemcpyHostToDevice, device_stream()),
+             "cudaMemcpyAsync to the device");
+  // pageable host memory: the copy has left `host` when cudaMemcpyAsync returns
+#else
   thrust::copy(host.begin(), host.end(), device.begin());
+#endif
 }
-template <class T>
-std::vector<T> copy_to_host(const DeviceVector<T>& device) {
-  ++device_counts().syncs;
-  std::vector<T> host(device.size());
-  thrust::copy(device.begin(), device.end(), host.begin());
-  return host;
-}
-// Values [offset, offset + count) of a device buffer.
+// Values [offset, offset + count) of a device buffer (the host waits for them).
 template <class T>
 std::vector<T> copy_to_host(const DeviceVector<T>& device, std::size_t offset, std::size_t count) {
   ++device_counts().syncs;
   std::vector<T> host(count);
+  if (count == 0) return host;
+#if EMERGENT_DEVICE_IS_CUDA
+  check_cuda(cudaMemcpyAsync(host.data(), raw(device) + offset, count * sizeof(T),
+                             cudaMemcpyDeviceToHost, device_stream()),
+             "cudaMemcpyAsync to the host");
+  check_cuda(cudaStreamSynchronize(device_stream()), "cudaStreamSynchronize");
+#else
   thrust::copy(device.begin() + offset, device.begin() + offset + count, host.begin());
+#endif
   return host;
+}
+template <class T>
+std::vector<T> copy_to_host(const DeviceVector<T>& device) {
+  return copy_to_host(device, 0, device.size());
 }
 
 // Whether this build can run its device code here: always under OpenMP; under CUDA when a GPU

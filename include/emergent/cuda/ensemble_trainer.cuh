@@ -42,6 +42,7 @@
 #include "linear_map.cuh"
 #include "model.cuh"
 #include "profile.cuh"
+#include "step.cuh"
 
 namespace emergent::cuda {
 
@@ -70,9 +71,9 @@ class EnsembleTrainer {
         setup_(make_task(base)),
         batch_(std::max(1, base.batch_tokens / (setup_.task->length() + 1))),
         show_progress_(show_progress),
-        model_(int(seeds.size()), batch_, setup_.task->length()),
-        optimizer_({base.beta1, base.beta2, 1e-8, base.weight_decay, base.max_grad_norm},
-                   decay_ranges(), P, int(seeds.size())) {
+        step_(int(seeds.size()), batch_, setup_.task->length(),
+              {base.beta1, base.beta2, 1e-8, base.weight_decay, base.max_grad_norm}, decay_ranges(),
+              float(base.bias), linear_map(*setup_.task), seeds) {
     validate(base);
     require(base.mixer == "dot_attention", "config",
             "field 'mixer' must be dot_attention on the device backend (got " + base.mixer +
@@ -109,17 +110,13 @@ class EnsembleTrainer {
     }
     const std::int64_t start = prepare();
     const std::vector<float> target = task.attention_target();
-    copy_to_device<float>(task.full_loss_weights(), model_.loss_weights);
-    copy_to_device<float>(target, model_.bias_pattern);
+    copy_to_device<float>(task.full_loss_weights(), step_.model.loss_weights);
+    copy_to_device<float>(target, step_.model.bias_pattern);
     DeviceVector<float> predictable;
     copy_to_device<float>(task.predictable_loss_weights(), predictable);
     std::vector<std::uint64_t> seeds;
     for (const EnsembleMember& m : members_) seeds.push_back(m.config.seed);
-    DeviceVector<std::uint64_t> seeds_device;
-    copy_to_device<std::uint64_t>(seeds, seeds_device);
-    std::optional<DeviceLinearMap> device_data;
-    if (const auto* linear_map = dynamic_cast<const TaskAdapter<LinearMap>*>(&task))
-      device_data.emplace(linear_map->task());
+    const bool device_data = linear_map(task) != nullptr;
     std::vector<std::int32_t> inputs(std::size_t(E) * B * T), targets(inputs.size());
     const LrSchedule schedule{base_.lr, base_.warmup_steps, parse_schedule_kind(base_.schedule),
                               base_.steps, base_.min_lr_ratio};
@@ -131,7 +128,10 @@ class EnsembleTrainer {
     }
     // The profiling mode (cuda/profile.cuh): EMERGENT_DEVICE_PROFILE=FILE writes each op's
     // device time and the launches and host synchronisations of a step to FILE.
+    // EMERGENT_DEVICE_COUNTS=FILE writes the counts alone (the step runs as it does unprofiled:
+    // as a CUDA graph under CUDA).
     const char* profile_path = std::getenv("EMERGENT_DEVICE_PROFILE");
+    const char* counts_path = std::getenv("EMERGENT_DEVICE_COUNTS");
     OpProfiler& profiler = OpProfiler::instance();
     if (profile_path) {
       profiler.reset();
@@ -143,53 +143,42 @@ class EnsembleTrainer {
     std::int64_t step = start;
     for (; step < base_.steps && running() > 0; ++step) {
       counter.begin();
-      if (device_data) {
-        OpScope scope("data.sample");
-        device_data->sample(raw(seeds_device), E, std::uint64_t(step), B, raw(model_.inputs),
-                            raw(model_.targets));
-      } else {
+      const double lr = schedule.at(step);
+      if (!device_data) {
         OpScope scope("data.sample_host");
         for (int e = 0; e < E; ++e)
           task.sample(seeds[e], std::uint64_t(step), B,
                       std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
                       std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
-        copy_to_device<std::int32_t>(inputs, model_.inputs);
-        copy_to_device<std::int32_t>(targets, model_.targets);
+        step_.upload_batch(inputs, targets);
       }
-      model_.zero_gradients();
-      const std::vector<double> losses = model_.forward(float(base_.bias));
-      model_.backward();
-      const double lr = schedule.at(step);
-      const std::vector<double> norms = optimizer_.step(raw(model_.params), raw(model_.grads), lr);
-      for (int e = 0; e < E; ++e)
-        if (!members_[e].stopped_at && (!std::isfinite(losses[e]) || !std::isfinite(norms[e])))
-          throw Error(members_[e].run_dir.string() + ": training stopped at step " +
-                      std::to_string(step) + ": the loss is " + std::to_string(losses[e]) +
-                      " and the gradient norm " + std::to_string(norms[e]) +
-                      "; a smaller lr may avoid it");
-      if (step % base_.log_every == 0) {
-        const std::vector<double> part_loss = model_.weighted_loss(predictable),
-                                  part_accuracy = model_.weighted_accuracy(predictable);
+      step_.run(step, lr);  // returns at once: the device runs on
+      const bool logs = step % base_.log_every == 0,
+                 checkpoints = (step + 1) % base_.checkpoint_every == 0;
+      if (logs || checkpoints) {  // the host waits here, and only here
+        const std::vector<MemberReport> report = step_.report(predictable);
+        check_finite(report);
         const std::string& name = setup_.predictable_name;
-        for (int e = 0; e < E; ++e) {
+        for (int e = 0; e < E && logs; ++e) {
           EnsembleMember& m = members_[e];
           if (m.stopped_at) continue;
+          const MemberReport& r = report[e];
           const nlohmann::json row =
-              metrics_row(step, losses[e], name, part_loss[e], part_accuracy[e], lr, norms[e],
+              metrics_row(step, r.loss, name, r.part_loss, r.part_accuracy, lr, r.gradient_norm,
                           seconds_since(started) + m.history.wall_offset);
           append_metrics_row(metrics[e], m.run_dir, row);
-          m.history.add(step, row.at(setup_.thresholds.metric).get<double>(), losses[e]);
+          m.history.add(step, row.at(setup_.thresholds.metric).get<double>(), r.loss);
           if (m.history.stopped_below(m.config.stop_below)) {
             m.stopped_at = step + 1;
             save(e, step + 1);
-            m.final_params = copy_to_host(model_.params, std::size_t(e) * P, P);
+            m.final_params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
           }
         }
+        if (checkpoints)
+          for (int e = 0; e < E; ++e)
+            if (!members_[e].stopped_at) save(e, step + 1);
       }
-      if ((step + 1) % base_.checkpoint_every == 0)
-        for (int e = 0; e < E; ++e)
-          if (!members_[e].stopped_at) save(e, step + 1);
-      counter.end(step % base_.log_every == 0 || (step + 1) % base_.checkpoint_every == 0);
+      counter.end(logs || checkpoints);
       if (profile_path) {
         profiler.finish_step();
         // cuBLAS's first calls and first allocations are not a step's
@@ -205,18 +194,21 @@ class EnsembleTrainer {
       }
     }
     if (show_progress_) std::fprintf(stderr, "\n");
+    if (step > start) check_finite(step_.report(predictable));  // the steps since the last check
     std::vector<RunSummary> summaries;
     const double wall = seconds_since(started);
     if (profile_path) {
-      write_profile(profile_path, counter, wall, step - start);
+      write_profile(profile_path, counter, wall, step - start, true);
       profiler.enable(false);
+    } else if (counts_path) {
+      write_profile(counts_path, counter, wall, step - start, false);
     }
     for (int e = 0; e < E; ++e) {
       EnsembleMember& m = members_[e];
       std::vector<float> params = m.final_params;
       if (!m.stopped_at) {
         if (step > start || !latest_checkpoint(m.run_dir)) save(e, step);
-        params = copy_to_host(model_.params, std::size_t(e) * P, P);
+        params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
       }
       const EvalResult eval = evaluate<Net>(params, task, m.config.seed, B, float(base_.bias));
       summaries.push_back(write_run_summary(m.run_dir, setup_, m.history,
@@ -228,6 +220,26 @@ class EnsembleTrainer {
 
  private:
   static constexpr std::int64_t kProfileWarmup = 5;
+
+  // The task when its batches are made on the device (the linear map), else null.
+  static const LinearMap* linear_map(const SequenceTask& task) {
+    const auto* adapter = dynamic_cast<const TaskAdapter<LinearMap>*>(&task);
+    return adapter ? &adapter->task() : nullptr;
+  }
+
+  // Throws, as the CPU trainer does, for the first member (not stopped before it) whose loss or
+  // gradient norm was not finite at a step since the last check.
+  void check_finite(const std::vector<MemberReport>& report) const {
+    for (std::size_t e = 0; e < members_.size(); ++e) {
+      const MemberReport& r = report[e];
+      const EnsembleMember& m = members_[e];
+      if (r.nonfinite_step && (!m.stopped_at || *r.nonfinite_step < *m.stopped_at))
+        throw Error(m.run_dir.string() + ": training stopped at step " +
+                    std::to_string(*r.nonfinite_step) + ": the loss is " +
+                    std::to_string(r.nonfinite_loss) + " and the gradient norm " +
+                    std::to_string(r.nonfinite_norm) + "; a smaller lr may avoid it");
+    }
+  }
 
   // What the steps asked of the device (device_counts()), kept apart for the steps that log or
   // checkpoint (their copies to the host are by design) and the others.
@@ -246,20 +258,31 @@ class EnsembleTrainer {
     }
   };
 
-  void write_profile(const char* path, const StepCounter& counter, double wall,
-                     std::int64_t steps) const {
+  void write_profile(const char* path, const StepCounter& counter, double wall, std::int64_t steps,
+                     bool ops) const {
     const OpProfiler& profiler = OpProfiler::instance();
     char line[512];
     std::string text;
     std::snprintf(line, sizeof line,
-                  "device profile (%s): %zu members, batch %d, length %d, %lld steps in %.3f s "
-                  "(%.3f ms/step with the profiler's own synchronisation each step); ops over the "
-                  "last %lld steps\n",
-                  kDeviceSystem, members_.size(), batch_, setup_.task->length(), (long long)steps,
-                  wall, 1e3 * wall / double(std::max<std::int64_t>(steps, 1)),
-                  (long long)profiler.steps());
+                  "device %s (%s, %s): %zu members, batch %d, length %d, %lld steps in %.3f s "
+                  "(%.3f ms/step%s)\n",
+                  ops ? "profile" : "counts", kDeviceSystem, precision_name(gemm_precision()),
+                  members_.size(), batch_, setup_.task->length(), (long long)steps, wall,
+                  1e3 * wall / double(std::max<std::int64_t>(steps, 1)),
+                  ops ? ", with the profiler's own synchronisation each step" : "");
     text += line;
-    text += profiler.table();
+    if (ops) {
+      std::snprintf(line, sizeof line, "ops over the last %lld steps:\n",
+                    (long long)profiler.steps());
+      text += line;
+      text += profiler.table();
+    }
+    if (step_.graph_launches() > 0) {
+      std::snprintf(line, sizeof line,
+                    "each step's device part is one CUDA graph of %lld launches\n",
+                    (long long)step_.graph_launches());
+      text += line;
+    }
     auto per = [&](const char* what, const DeviceCounts& c, std::int64_t n) {
       const double d = double(std::max<std::int64_t>(n, 1));
       std::snprintf(line, sizeof line,
@@ -340,10 +363,10 @@ class EnsembleTrainer {
       optimizer_steps = state.optimizer_steps;
       m.history = RunHistory::resume(m.run_dir, state.step, setup_.thresholds.metric);
     }
-    copy_to_device<float>(all, model_.params);
-    copy_to_device<float>(m1, optimizer_.first_moment());
-    copy_to_device<float>(m2, optimizer_.second_moment());
-    optimizer_.set_steps(optimizer_steps.value_or(0));
+    copy_to_device<float>(all, step_.model.params);
+    copy_to_device<float>(m1, step_.optimizer.first_moment());
+    copy_to_device<float>(m2, step_.optimizer.second_moment());
+    step_.optimizer.set_steps(optimizer_steps.value_or(0));
     if (show_progress_ && start.value_or(0) > 0)
       std::fprintf(stderr, "resuming an ensemble of %zu seeds from step %lld\n", members_.size(),
                    (long long)*start);
@@ -353,19 +376,18 @@ class EnsembleTrainer {
   // Member e's checkpoint after `step` updates.
   void save(int e, std::int64_t step) {
     const std::size_t at = std::size_t(e) * P;
-    const std::vector<float> p = copy_to_host(model_.params, at, P),
-                             m1 = copy_to_host(optimizer_.first_moment(), at, P),
-                             m2 = copy_to_host(optimizer_.second_moment(), at, P);
+    const std::vector<float> p = copy_to_host(step_.model.params, at, P),
+                             m1 = copy_to_host(step_.optimizer.first_moment(), at, P),
+                             m2 = copy_to_host(step_.optimizer.second_moment(), at, P);
     save_checkpoint(checkpoint_path(members_[e].run_dir, step), Net::tensors(), p, m1, m2,
-                    {step, optimizer_.steps(), members_[e].config_text});
+                    {step, step_.optimizer.steps(), members_[e].config_text});
   }
 
   TrainConfig base_;
   TaskSetup setup_;
   int batch_;
   bool show_progress_;
-  Device model_;
-  EnsembleAdamW optimizer_;
+  EnsembleStep<S> step_;
   std::vector<EnsembleMember> members_;
 };
 

@@ -2,8 +2,9 @@
 // through:
 //   C[b] = alpha op(A[b]) op(B[b]) + beta C[b]     b in [0, batch), op = N or T
 //   C[b]: m x n with row stride ldc; op(A[b]): m x k; op(B[b]): k x n; X[b] = X + b * stride_x
-// On CUDA it is cublasSgemmStridedBatched (column-major, so it computes C^T = op(B)^T op(A)^T),
-// with cuBLAS's default math mode: no TF32, so results match the reference. Under Thrust's
+// On CUDA it is cublasGemmStridedBatchedEx (column-major, so it computes C^T = op(B)^T op(A)^T)
+// in float, or with TF32 inputs when gemm_precision() says tf32 (opt-in; fp32 by default, so
+// results match the reference). Under Thrust's
 // OpenMP system it is Eigen's GEMM, batches in parallel. beta = 0 overwrites C (NaN-filled
 // scratch included).
 #pragma once
@@ -37,17 +38,40 @@ inline void check_cublas(cublasStatus_t status, const char* what) {
           std::string(what) + " failed with status " + std::to_string(int(status)));
 }
 
-// One handle per process, in cuBLAS's default (non-TF32) math mode.
+// One handle per process, on device_stream(), in cuBLAS's default (non-TF32) math mode, with a
+// workspace of its own so that a captured step (cuda/step.cuh) allocates nothing.
 inline cublasHandle_t cublas_handle() {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     check_cublas(cublasCreate(&h), "cublasCreate");
     check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    check_cublas(cublasSetStream(h, device_stream()), "cublasSetStream");
+    constexpr std::size_t kWorkspace = std::size_t(32) << 20;
+    void* workspace = nullptr;
+    check_cuda(cudaMalloc(&workspace, kWorkspace), "cudaMalloc of the cuBLAS workspace");
+    check_cublas(cublasSetWorkspace(h, workspace, kWorkspace), "cublasSetWorkspace");
     return h;
   }();
   return handle;
 }
 #endif
+
+// The precision of the GEMMs: fp32 (the default; the CPU-equivalence tests hold it to their
+// tolerances) or tf32 (CUDA only: the tensor cores' TF32 inputs, float accumulation). Chosen once
+// per process, before the first step (`--precision` of the ensemble programs).
+enum class Precision { fp32, tf32 };
+inline Precision& gemm_precision() {
+  static Precision precision = Precision::fp32;
+  return precision;
+}
+inline const char* precision_name(Precision p) { return p == Precision::tf32 ? "tf32" : "fp32"; }
+inline Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  require(name == "tf32", "--precision", "must be fp32 or tf32 (got '" + name + "')");
+  require(EMERGENT_DEVICE_IS_CUDA, "--precision",
+          "tf32 is a precision of the CUDA build's tensor cores; the OpenMP build has fp32 only");
+  return Precision::tf32;
+}
 
 inline void gemm_strided_batched(int m, int n, int k, float alpha, MatrixArg a, MatrixArg b,
                                  float beta, float* c, int ldc, std::int64_t stride_c,
@@ -57,10 +81,13 @@ inline void gemm_strided_batched(int m, int n, int k, float alpha, MatrixArg a, 
   ++device_counts().gemms;
 #if EMERGENT_DEVICE_IS_CUDA
   auto op = [](Op o) { return o == Op::N ? CUBLAS_OP_N : CUBLAS_OP_T; };
-  check_cublas(cublasSgemmStridedBatched(cublas_handle(), op(b.op), op(a.op), n, m, k, &alpha,
-                                         b.data, b.ld, b.stride, a.data, a.ld, a.stride, &beta, c,
-                                         ldc, stride_c, static_cast<int>(batch)),
-               "cublasSgemmStridedBatched");
+  const cublasComputeType_t compute =
+      gemm_precision() == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  check_cublas(cublasGemmStridedBatchedEx(cublas_handle(), op(b.op), op(a.op), n, m, k, &alpha,
+                                          b.data, CUDA_R_32F, b.ld, b.stride, a.data, CUDA_R_32F,
+                                          a.ld, a.stride, &beta, c, CUDA_R_32F, ldc, stride_c,
+                                          static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
 #else
   using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Stride = Eigen::OuterStride<>;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "device_system.cuh"
+#include "reduce.cuh"
 
 namespace emergent::cuda {
 
@@ -33,7 +34,7 @@ inline void layernorm_forward(float* y, float* mean, float* rstd, const float* x
   });
 }
 
-// dx += dL/dx; dgamma += sum_rows dy xhat; dbeta += sum_rows dy (in row order)
+// dx += dL/dx; dgamma += sum_rows dy xhat; dbeta += sum_rows dy (in reduce.cuh's order)
 inline void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
                                const float* x, const float* mean, const float* rstd,
                                const float* gamma, std::int64_t param_stride, int members,
@@ -54,18 +55,15 @@ inline void layernorm_backward(float* dx, float* dgamma, float* dbeta, const flo
     for (int d = 0; d < dim; ++d)
       dx[r * dim + d] += s * (dyr[d] * g[d] - mean_dxhat - (xr[d] - m) * s * mean_dxhat_xhat);
   });
-  for_each_index(std::int64_t(members) * dim, [=] EMERGENT_HD(std::int64_t i) {
-    const std::int64_t e = i / dim;
-    const int d = int(i % dim);
-    float sum_gamma = dgamma[e * param_stride + d], sum_beta = dbeta[e * param_stride + d];
-    for (std::int64_t n = e * rows; n < (e + 1) * rows; ++n) {
-      const float dyv = dy[n * dim + d];
-      sum_gamma += dyv * (x[n * dim + d] - mean[n]) * rstd[n];
-      sum_beta += dyv;
-    }
-    dgamma[e * param_stride + d] = sum_gamma;
-    dbeta[e * param_stride + d] = sum_beta;
-  });
+  column_sums<float>(dgamma, param_stride, members, rows, dim, true,
+                     [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int d) {
+                       const std::int64_t n = e * rows + r;
+                       return dy[n * dim + d] * (x[n * dim + d] - mean[n]) * rstd[n];
+                     });
+  column_sums<float>(dbeta, param_stride, members, rows, dim, true,
+                     [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int d) {
+                       return dy[(e * rows + r) * dim + d];
+                     });
 }
 
 }  // namespace emergent::cuda

@@ -7,6 +7,7 @@
 
 #include "device_system.cuh"
 #include "gemm.cuh"
+#include "reduce.cuh"
 
 namespace emergent::cuda {
 
@@ -25,18 +26,16 @@ inline void linear_forward(float* y, const float* x, const float* w, const float
                        beta, y, out, rows * out, members);
 }
 
-// dx = dy W (overwritten; skipped when dx is null); dW += dy^T x; db += sum_rows dy (row order)
+// dx = dy W (overwritten; skipped when dx is null); dW += dy^T x; db += sum_rows dy (reduce.cuh's
+// order)
 inline void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                             const float* w, std::int64_t param_stride, int members,
                             std::int64_t rows, int in, int out) {
   if (db)
-    for_each_index(std::int64_t(members) * out, [=] EMERGENT_HD(std::int64_t i) {
-      const std::int64_t e = i / out;
-      const int o = int(i % out);
-      float sum = db[e * param_stride + o];
-      for (std::int64_t n = e * rows; n < (e + 1) * rows; ++n) sum += dy[n * out + o];
-      db[e * param_stride + o] = sum;
-    });
+    column_sums<float>(db, param_stride, members, rows, out, true,
+                       [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int o) {
+                         return dy[(e * rows + r) * out + o];
+                       });
   if (dx)
     gemm_strided_batched(int(rows), in, out, 1.0f, {dy, out, rows * out}, {w, in, param_stride},
                          0.0f, dx, in, rows * in, members);

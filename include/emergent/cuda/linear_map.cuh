@@ -26,9 +26,32 @@ class DeviceLinearMap {
   // inputs, targets [E, batch, length()] of step `step`; seeds [E] on the device.
   void sample(const std::uint64_t* seeds, int members, std::uint64_t step, int batch,
               std::int32_t* inputs, std::int32_t* targets) const {
+    sample_at(seeds, members, StepValue{step}, batch, inputs, targets);
+  }
+  // The same, the step read on the device from *step (so that a captured step samples the step
+  // the host wrote there before replaying it).
+  void sample(const std::uint64_t* seeds, int members, const std::uint64_t* step, int batch,
+              std::int32_t* inputs, std::int32_t* targets) const {
+    sample_at(seeds, members, StepPointer{step}, batch, inputs, targets);
+  }
+
+  // (Public: nvcc's device lambdas may not be in private member functions.)
+  struct StepValue {
+    std::uint64_t value;
+    EMERGENT_HD std::uint64_t operator()() const { return value; }
+  };
+  struct StepPointer {
+    const std::uint64_t* at;
+    EMERGENT_HD std::uint64_t operator()() const { return *at; }
+  };
+
+  template <class Step>
+  void sample_at(const std::uint64_t* seeds, int members, Step step_of, int batch,
+                 std::int32_t* inputs, std::int32_t* targets) const {
     const int S = state_size_, T = length();
     const std::uint8_t* A = raw(matrix_);
     for_each_index(std::int64_t(members) * batch, [=] EMERGENT_HD(std::int64_t i) {
+      const std::uint64_t step = step_of();
       const std::uint64_t seed = seeds[i / batch], b = std::uint64_t(i % batch);
       const std::array<std::uint32_t, 2> key{std::uint32_t(seed), std::uint32_t(seed >> 32)};
       std::int32_t* in = inputs + i * T;

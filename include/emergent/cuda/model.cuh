@@ -76,6 +76,8 @@ class EnsembleModel {
     d_qkv_.resize(N * 3 * D);
     d_hidden_.resize(N * F);
     means_.resize(members);
+    losses_.resize(members);
+    loss_scale_.resize(1);
   }
 
   std::size_t tokens() const { return std::size_t(members_) * batch_ * length_; }
@@ -86,8 +88,14 @@ class EnsembleModel {
   DeviceVector<std::int32_t> inputs, targets;
   DeviceVector<float> loss_weights, bias_pattern;
 
-  // Each member's weighted loss; keeps what backward needs.
+  // Each member's weighted loss (the host waits for them); keeps what backward needs.
   std::vector<double> forward(float bias_strength) {
+    forward_on_device(bias_strength);
+    return copy_to_host(losses_);
+  }
+
+  // The forward pass, each member's weighted loss left on the device (losses()); nothing waits.
+  void forward_on_device(float bias_strength) {
     const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
     const float* p = raw(params);
     {
@@ -150,7 +158,27 @@ class EnsembleModel {
       cross_entropy_forward(raw(probs_), raw(token_loss_), raw(token_correct_), raw(logits_),
                             raw(targets), N, V);
     }
-    return weighted_loss(loss_weights);
+    OpScope scope("loss.member_means");
+    weighted_member_means(raw(losses_), raw(token_loss_), raw(loss_weights), members_, batch_,
+                          length_);
+  }
+
+  // [E] each member's loss of the last forward, on the device.
+  const double* losses() const { return raw(losses_); }
+
+  // out[e * out_stride] = member e's mean per-token loss (or accuracy) of the last forward under
+  // weights [T], on the device.
+  void weighted_loss_on_device(double* out, std::int64_t out_stride,
+                               const DeviceVector<float>& weights) {
+    OpScope scope("loss.member_means");
+    weighted_member_means(out, out_stride, raw(token_loss_), raw(weights), members_, batch_,
+                          length_);
+  }
+  void weighted_accuracy_on_device(double* out, std::int64_t out_stride,
+                                   const DeviceVector<float>& weights) {
+    OpScope scope("loss.member_means");
+    weighted_member_means(out, out_stride, raw(token_correct_), raw(weights), members_, batch_,
+                          length_);
   }
 
   // Each member's mean per-token loss (or accuracy) of the last forward under weights [T].
@@ -166,16 +194,11 @@ class EnsembleModel {
     const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
     const float* p = raw(params);
     float* g = raw(grads);
-    double weight_sum = 0;
-    {
-      OpScope scope("loss.weight_sum");
-      for (float w : copy_to_host(loss_weights)) weight_sum += w;
-    }
-    const float scale = weight_sum > 0 ? float(1.0 / (batch_ * weight_sum)) : 0.0f;
     {
       OpScope scope("cross_entropy.backward");
+      loss_scale(raw(loss_scale_), raw(loss_weights), batch_, length_);
       cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
-                             length_, V, scale);
+                             length_, V, raw(loss_scale_));
     }
     {
       OpScope scope("head.backward");
@@ -258,7 +281,6 @@ class EnsembleModel {
 
   std::vector<double> weighted_means(const DeviceVector<float>& values,
                                      const DeviceVector<float>& weights) {
-    OpScope scope("loss.member_means");
     weighted_member_means(raw(means_), raw(values), raw(weights), members_, batch_, length_);
     return copy_to_host(means_);
   }
@@ -270,7 +292,8 @@ class EnsembleModel {
       token_correct_;
   DeviceVector<float> d_residual_, d_norm_, d_logits_, head_block_, d_att_, d_q_, d_k_, d_v_,
       d_heads_, d_qkv_, d_hidden_;
-  DeviceVector<double> means_;
+  DeviceVector<double> means_, losses_;
+  DeviceVector<float> loss_scale_;
 };
 
 }  // namespace emergent::cuda

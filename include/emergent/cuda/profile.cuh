@@ -154,10 +154,6 @@ class OpProfiler {
   };
 
 #if EMERGENT_DEVICE_IS_CUDA
-  static void check_cuda(cudaError_t status, const char* what) {
-    require(status == cudaSuccess, "CUDA",
-            std::string(what) + " failed: " + cudaGetErrorString(status));
-  }
   // Events are made once and reused, step after step.
   cudaEvent_t event(std::size_t i) {
     while (events_.size() <= i) {

@@ -1,0 +1,207 @@
+// One training step of an ensemble on the device, as the trainer (cuda/ensemble_trainer.cuh)
+// runs it, with nothing in it that waits for the host:
+//
+//   host:   the step's scalars (its index; AdamW's learning rate and bias corrections) written to
+//           the device by two one-index launches; a task sampled on the host is uploaded
+//   device: the linear map's batch (sampled on the device, reading the step index there), zero
+//           gradients, forward, backward, each member's gradient norm and clipping factor, the
+//           AdamW update, and the non-finite check, which records each member's first step whose
+//           loss or gradient norm is not finite
+//
+// The losses, gradient norms, held-out parts of the loss and the non-finite record stay on the
+// device; report() copies them to the host in one copy, for the steps that log or checkpoint.
+//
+// Under CUDA the device part is captured once as a CUDA graph (after one direct run, which makes
+// cuBLAS's plans and the scratch buffers) and replayed each step: one launch instead of one per
+// kernel. EMERGENT_DEVICE_GRAPH=0 runs it directly, as the OpenMP build always does, and so does
+// the profiling mode (cuda/profile.cuh), whose events go between the kernels. The graph runs the
+// same kernels in the same order on the same buffers, so it gives the same bits (the GPU test
+// checks that).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../optim/adamw.hpp"
+#include "../tasks/linear_map.hpp"
+#include "adamw.cuh"
+#include "device_system.cuh"
+#include "linear_map.cuh"
+#include "model.cuh"
+#include "profile.cuh"
+
+namespace emergent::cuda {
+
+// x is neither infinite nor NaN (on the host and on the device)
+EMERGENT_HD inline bool is_finite(double x) { return x - x == 0.0; }
+
+// What report() returns for each member.
+struct MemberReport {
+  double loss, gradient_norm, part_loss, part_accuracy;
+  std::optional<std::int64_t> nonfinite_step;  // the first step whose loss or norm was not finite
+  double nonfinite_loss, nonfinite_norm;       // that step's
+};
+
+template <Shape S>
+class EnsembleStep {
+ public:
+  using Device = EnsembleModel<S>;
+  static constexpr std::size_t P = Device::P;
+  static constexpr int kReport = 7;  // doubles per member in report_
+
+  // linear_map: the task whose batches are sampled on the device (null: uploaded by the caller
+  // with upload_batch before each run()); seeds: each member's data seed.
+  EnsembleStep(int members, int batch, int length, const AdamWConfig& adamw,
+               const std::vector<DecayRange>& ranges, float bias_strength,
+               const LinearMap* linear_map, const std::vector<std::uint64_t>& seeds)
+      : model(members, batch, length),
+        optimizer(adamw, ranges, P, members),
+        members_(members),
+        batch_(batch),
+        bias_(bias_strength),
+        step_(1),
+        nonfinite_step_(members),
+        nonfinite_values_(2 * std::size_t(members)),
+        report_(kReport * std::size_t(members)) {
+    if (linear_map) data_.emplace(*linear_map);
+    copy_to_device<std::uint64_t>(seeds, seeds_);
+    fill(raw(nonfinite_step_), members, std::int64_t(-1));
+    const char* graph = std::getenv("EMERGENT_DEVICE_GRAPH");
+    use_graph_ = EMERGENT_DEVICE_IS_CUDA && !(graph && std::string(graph) == "0");
+  }
+  EnsembleStep(const EnsembleStep&) = delete;
+  EnsembleStep& operator=(const EnsembleStep&) = delete;
+  ~EnsembleStep() {
+#if EMERGENT_DEVICE_IS_CUDA
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+#endif
+  }
+
+  Device model;
+  EnsembleAdamW optimizer;
+
+  // A host-sampled batch for the next run() (inputs and targets [E, B, T]).
+  void upload_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+    OpScope scope("data.upload");
+    copy_to_device<std::int32_t>(inputs, model.inputs);
+    copy_to_device<std::int32_t>(targets, model.targets);
+  }
+
+  // Step `step` (0-based) with learning rate lr. Returns at once: the device runs on.
+  void run(std::int64_t step, double lr) {
+    std::uint64_t* at = raw(step_);
+    {
+      OpScope scope("step.scalars");
+      for_each_index(1, [=] EMERGENT_HD(std::int64_t) { at[0] = std::uint64_t(step); });
+    }
+    optimizer.prepare(lr);
+#if EMERGENT_DEVICE_IS_CUDA
+    if (use_graph_ && !OpProfiler::instance().enabled()) {
+      if (!exec_ && ran_directly_) capture();
+      if (exec_) {
+        ++device_counts().launches;
+        check_cuda(cudaGraphLaunch(exec_, device_stream()), "cudaGraphLaunch");
+        return;
+      }
+    }
+#endif
+    device_part();
+    ran_directly_ = true;
+  }
+
+  // Each member's numbers of the last step, and the non-finite record, in one copy: the held-out
+  // part of the loss and its accuracy under the weights `part` [T].
+  std::vector<MemberReport> report(const DeviceVector<float>& part) {
+    double* out = raw(report_);
+    const double* losses = model.losses();
+    const double* norms = optimizer.norms();
+    const std::int64_t* bad_step = raw(nonfinite_step_);
+    const double* bad = raw(nonfinite_values_);
+    {
+      OpScope scope("report");
+      for_each_index(members_, [=] EMERGENT_HD(std::int64_t e) {
+        out[e * kReport + 0] = losses[e];
+        out[e * kReport + 1] = norms[e];
+        out[e * kReport + 4] = double(bad_step[e]);
+        out[e * kReport + 5] = bad[2 * e];
+        out[e * kReport + 6] = bad[2 * e + 1];
+      });
+      model.weighted_loss_on_device(out + 2, kReport, part);
+      model.weighted_accuracy_on_device(out + 3, kReport, part);
+    }
+    const std::vector<double> host = copy_to_host(report_);
+    std::vector<MemberReport> members(members_);
+    for (int e = 0; e < members_; ++e) {
+      const double* r = host.data() + std::size_t(e) * kReport;
+      members[e] = {r[0], r[1], r[2], r[3], std::nullopt, r[5], r[6]};
+      if (r[4] >= 0) members[e].nonfinite_step = std::int64_t(r[4]);
+    }
+    return members;
+  }
+
+  // Whether run() replays a CUDA graph (CUDA only; before the first run()).
+  void set_graph(bool on) { use_graph_ = EMERGENT_DEVICE_IS_CUDA && on; }
+
+  // The kernels the captured graph holds (0 before capture, or without a graph).
+  std::int64_t graph_launches() const { return graph_launches_; }
+
+  // Everything of a step that runs on the device, reading the step's scalars there (run() calls
+  // it, or replays its graph; public only because nvcc's device lambdas may not be in private
+  // member functions).
+  void device_part() {
+    const int E = members_, B = batch_;
+    if (data_) {
+      OpScope scope("data.sample");
+      data_->sample(raw(seeds_), E, raw(step_), B, raw(model.inputs), raw(model.targets));
+    }
+    model.zero_gradients();
+    model.forward_on_device(bias_);
+    model.backward();
+    optimizer.update(raw(model.params), raw(model.grads));
+    OpScope scope("nonfinite_check");
+    const double* losses = model.losses();
+    const double* norms = optimizer.norms();
+    const std::uint64_t* at = raw(step_);
+    std::int64_t* bad_step = raw(nonfinite_step_);
+    double* bad = raw(nonfinite_values_);
+    for_each_index(E, [=] EMERGENT_HD(std::int64_t e) {
+      if (bad_step[e] < 0 && !(is_finite(losses[e]) && is_finite(norms[e]))) {
+        bad_step[e] = std::int64_t(at[0]);
+        bad[2 * e] = losses[e];
+        bad[2 * e + 1] = norms[e];
+      }
+    });
+  }
+
+ private:
+#if EMERGENT_DEVICE_IS_CUDA
+  // Records device_part() on the stream as a graph; its launches are the graph's, not a step's.
+  void capture() {
+    const DeviceCounts before = device_counts();
+    check_cuda(cudaStreamBeginCapture(device_stream(), cudaStreamCaptureModeGlobal),
+               "cudaStreamBeginCapture");
+    device_part();
+    check_cuda(cudaStreamEndCapture(device_stream(), &graph_), "cudaStreamEndCapture");
+    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
+    graph_launches_ = device_counts().launches - before.launches;
+    device_counts() = before;
+  }
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+#endif
+
+  int members_, batch_;
+  float bias_;
+  bool use_graph_ = false, ran_directly_ = false;
+  std::int64_t graph_launches_ = 0;
+  std::optional<DeviceLinearMap> data_;
+  DeviceVector<std::uint64_t> seeds_, step_;
+  DeviceVector<std::int64_t> nonfinite_step_;
+  DeviceVector<double> nonfinite_values_, report_;
+};
+
+}  // namespace emergent::cuda
