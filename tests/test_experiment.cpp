@@ -441,6 +441,13 @@ TEST_CASE("a sweep file is refused when it would be silently reinterpreted") {
                  }),
                  "f: grid block 1: 'seeds' = 2.0 is not allowed: expected a count N"));
   CHECK(emergent::expand_sweep(json{{"grid", {{{"seeds", {0, 5}}}}}}, "f").size() == 2);
+  // seeds in the base is every block's axis, unless the block sets seeds or seed
+  const std::vector<emergent::SweepRun> based = emergent::expand_sweep(
+      json{{"base", {{"seeds", 2}}}, {"grid", {{{"S", 4}}, {{"S", 8}, {"seed", 7}}}}}, "f");
+  REQUIRE(based.size() == 3);
+  CHECK(based[1].settings == json{{"S", 4}, {"seed", 1}});
+  CHECK(based[2].settings == json{{"S", 8}, {"seed", 7}});
+  CHECK(emergent::expand_sweep(json{{"base", {{"seeds", 3}, {"S", 4}}}}, "f").size() == 3);
   // an empty file is not one run of every default
   CHECK(contains(error_of([] { emergent::expand_sweep(json::object(), "f"); }),
                  "f: the sweep has no settings"));

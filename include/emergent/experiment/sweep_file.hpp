@@ -10,7 +10,8 @@
 //   [[grid]]                   # a block: the cartesian product of its axes
 //   S = [8, 16]                # an array is an axis, a single value is fixed for the block
 //   s = [1, 3]
-//   seeds = 3                  # shorthand: seed = 0, 1, 2 (or a list: seeds = [0, 5])
+//   seeds = 3                  # shorthand: seed = 0, 1, 2 (or a list: seeds = [0, 5]); in
+//                              # [base], every block's (unless the block sets seeds or seed)
 //
 //   [[grid]]                   # the sweep is the union of its blocks, in file order
 //   S = 32
@@ -222,8 +223,11 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
   for (const auto& [key, value] : sweep.items())
     require(key == "base" || key == "grid" || key == "description", where,
             "unknown top-level key '" + key + "' (allowed: base, grid, description)");
-  const nlohmann::json base = sweep.value("base", nlohmann::json::object());
+  nlohmann::json base = sweep.value("base", nlohmann::json::object());
   require(base.is_object(), where, "'base' must be a table of settings");
+  // `seeds` in the base is every block's seed axis; a block's own `seeds` or `seed` wins.
+  nlohmann::json base_seeds;
+  if (base.contains("seeds")) base_seeds = base["seeds"], base.erase("seeds");
   require(!base.empty() || sweep.contains("grid"), where,
           "the sweep has no settings (neither 'base' nor 'grid'): an empty or mistyped file would "
           "otherwise be one run of every default");
@@ -235,8 +239,12 @@ inline std::vector<SweepRun> expand_sweep(const nlohmann::json& sweep, const std
   std::vector<SweepRun> runs;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const std::string origin = where + ": grid block " + std::to_string(b + 1);
-    const nlohmann::json& block = blocks[b];
+    nlohmann::json block = blocks[b];
     require(block.is_object(), origin, "a block must be a table");
+    const bool zips_seed =
+        block.contains("zip") && block["zip"].is_object() && block["zip"].contains("seed");
+    if (!base_seeds.is_null() && !block.contains("seeds") && !block.contains("seed") && !zips_seed)
+      block["seeds"] = base_seeds;
     // Axes: (names, rows of values); a plain axis has one name, a zip several.
     struct Axis {
       std::vector<std::string> names;
