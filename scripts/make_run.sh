@@ -12,7 +12,7 @@ steps=${STEPS:-6000}
 bias=${BIAS:-5}
 seeds=${SEEDS:-"0 1 2"}
 mkdir -p "$out"
-common=(--S 16 --s 3 --steps "$steps" --stop-below 0.01 --quiet)
+common=(--S 16 --s 3 --steps "$steps" --stop-below 0.01)
 
 jobs=()
 for seed in $seeds; do
@@ -20,7 +20,12 @@ for seed in $seeds; do
   jobs+=("--seed $seed --bias 0 --out $out/nobias_seed$seed")
 done
 start=$(date +%s)
+run=0
 for job in "${jobs[@]}"; do
+  run=$((run + 1))
+  echo "make run: run $run of ${#jobs[@]}: $job" >&2
+  # The trainer's progress line (step, loss, steps/s, ETA) goes to stderr; its summary is
+  # printed for all runs together below.
   # shellcheck disable=SC2086
   ./build/emergent train "${common[@]}" $job > /dev/null
 done
