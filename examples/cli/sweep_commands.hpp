@@ -84,6 +84,7 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     for (const auto& [key, value] : r.settings.items()) seen[key].insert(value.dump());
   std::vector<PlannedRun> planned;
   std::set<std::string> ids;
+  const double memory = machine_memory_bytes();
   for (const SweepRun& r : runs) {
     nlohmann::json settings = r.settings;
     if (!settings.contains("threads")) settings["threads"] = 1;
@@ -100,8 +101,8 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file) {
     } else {
       TrainConfig c = resolve_config(settings, where);
       resolve_max_len(c);
-      require_memory_fits(estimated_training_bytes(c), machine_memory_bytes(),
-                          "this machine's memory", where, "batch_tokens and the shape");
+      require_memory_fits(estimated_training_bytes(c), memory, "this machine's memory", where,
+                          "batch_tokens and the shape");
       config = to_json(c);
       id = run_id(config, declared_parameters(c.task));
     }
