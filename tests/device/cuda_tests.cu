@@ -4,3 +4,4 @@
 #include "test_device_counts.cpp"
 #include "test_device_model.cpp"
 #include "test_device_ops.cpp"
+#include "test_device_twins.cpp"

@@ -103,6 +103,39 @@ __global__ void for_each_index_kernel(std::int64_t count, Functor f) {
 inline void synchronize() { ++device_counts().syncs; }
 #endif
 
+// The CUDA-only kernels (warp-per-row LayerNorm and softmax, cuda/layernorm.cuh and
+// cuda/dot_attention.cuh) each keep a Thrust twin: the for_each_index functor that defines their
+// result and that the OpenMP build runs. With this set, the CUDA build runs the twins too (the
+// GPU test compares the two).
+inline bool& use_thrust_twins() {
+  static bool twins = false;
+  return twins;
+}
+inline bool run_cuda_kernel() { return EMERGENT_DEVICE_IS_CUDA && !use_thrust_twins(); }
+
+#if EMERGENT_DEVICE_IS_CUDA
+// The sum of v over the 32 lanes of a warp, every lane getting it, in a fixed butterfly order.
+__device__ inline float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+// Launches kernel<<<...>>> with one warp per row for `rows` rows.
+template <class... Params, class... Args>
+void launch_warp_per_row(void (*kernel)(Params...), std::int64_t rows, Args... args) {
+  if (rows <= 0) return;
+  ++device_counts().launches;
+  constexpr int kThreads = 256, kRowsPerBlock = kThreads / 32;
+  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  kernel<<<unsigned(blocks), kThreads, 0, device_stream()>>>(args...);
+  check_cuda(cudaGetLastError(), "warp-per-row launch");
+}
+#endif
+
 // f(i) for every i in [0, count), on the device. Under CUDA one kernel launch on
 // device_stream() that the host does not wait for; under OpenMP thrust::for_each_n over the
 // CPU's cores (which returns when it is done).

@@ -92,11 +92,60 @@ inline void merge_heads(float* dst, const float* src, int width, int column,
 
 }  // namespace attention_detail
 
+#if EMERGENT_DEVICE_IS_CUDA
+// The CUDA kernels of the two softmax passes: one warp per row of scores, the lanes striding over
+// the keys (coalesced), max and sums by warp_max / warp_sum. Twins: the functors below.
+template <class = void>
+__global__ void causal_softmax_rows(float* att, const float* bias_pattern, float bias_strength,
+                                    std::int64_t all_rows, int T) {
+  const std::int64_t r = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= all_rows) return;
+  const int i = int(r % T);
+  float* row = att + r * T;
+  float max = -INFINITY;
+  for (int j = lane; j <= i; j += 32) {
+    if (bias_pattern) row[j] += bias_strength * bias_pattern[std::int64_t(i) * T + j];
+    max = row[j] > max ? row[j] : max;
+  }
+  max = warp_max(max);
+  float sum = 0;
+  for (int j = lane; j <= i; j += 32) {
+    row[j] = expf(row[j] - max);
+    sum += row[j];
+  }
+  const float inv = 1.0f / warp_sum(sum);
+  for (int j = lane; j <= i; j += 32) row[j] *= inv;
+  for (int j = i + 1 + lane; j < T; j += 32) row[j] = 0.0f;
+}
+
+template <class = void>
+__global__ void softmax_backward_rows(float* d_att, const float* att, float scale,
+                                      std::int64_t all_rows, int T) {
+  const std::int64_t r = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= all_rows) return;
+  const int i = int(r % T);
+  const float* a = att + r * T;
+  float* ds = d_att + r * T;
+  float row_dot = 0;
+  for (int j = lane; j <= i; j += 32) row_dot += a[j] * ds[j];
+  row_dot = warp_sum(row_dot);
+  for (int j = lane; j <= i; j += 32) ds[j] = a[j] * (ds[j] - row_dot) * scale;
+  for (int j = i + 1 + lane; j < T; j += 32) ds[j] = 0.0f;
+}
+#endif
+
 // Scores in att are scaled already; adds c P, softmax over keys j <= i, zeros above.
 inline void causal_softmax(float* att, const float* bias_pattern, float bias_strength,
                            std::int64_t problems, int length) {
   const int T = length;
-  for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {
+#if EMERGENT_DEVICE_IS_CUDA
+  if (run_cuda_kernel())
+    return launch_warp_per_row(causal_softmax_rows<>, problems * T, att, bias_pattern,
+                               bias_strength, problems * T, T);
+#endif
+  for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {  // the twin
     const int i = int(r % T);
     float* row = att + r * T;
     float max = -INFINITY;
@@ -119,7 +168,12 @@ inline void causal_softmax(float* att, const float* bias_pattern, float bias_str
 inline void softmax_backward(float* d_att, const float* att, float scale, std::int64_t problems,
                              int length) {
   const int T = length;
-  for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {
+#if EMERGENT_DEVICE_IS_CUDA
+  if (run_cuda_kernel())
+    return launch_warp_per_row(softmax_backward_rows<>, problems * T, d_att, att, scale,
+                               problems * T, T);
+#endif
+  for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {  // the twin
     const int i = int(r % T);
     const float* a = att + r * T;
     float* ds = d_att + r * T;

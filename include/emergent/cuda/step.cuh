@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -146,7 +148,7 @@ class EnsembleStep {
   // Whether run() replays a CUDA graph (CUDA only; before the first run()).
   void set_graph(bool on) { use_graph_ = EMERGENT_DEVICE_IS_CUDA && on; }
 
-  // The kernels the captured graph holds (0 before capture, or without a graph).
+  // The nodes (kernels) of the captured graph (0 before capture, or without a graph).
   std::int64_t graph_launches() const { return graph_launches_; }
 
   // Everything of a step that runs on the device, reading the step's scalars there (run() calls
@@ -180,15 +182,40 @@ class EnsembleStep {
  private:
 #if EMERGENT_DEVICE_IS_CUDA
   // Records device_part() on the stream as a graph; its launches are the graph's, not a step's.
+  // Should the capture fail, the step runs directly from then on (and says so once).
   void capture() {
     const DeviceCounts before = device_counts();
-    check_cuda(cudaStreamBeginCapture(device_stream(), cudaStreamCaptureModeGlobal),
-               "cudaStreamBeginCapture");
-    device_part();
-    check_cuda(cudaStreamEndCapture(device_stream(), &graph_), "cudaStreamEndCapture");
-    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
-    graph_launches_ = device_counts().launches - before.launches;
+    cudaError_t status = cudaStreamBeginCapture(device_stream(), cudaStreamCaptureModeGlobal);
+    if (status == cudaSuccess) {
+      try {
+        device_part();
+      } catch (const std::exception& e) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(device_stream(), &broken);
+        if (broken) cudaGraphDestroy(broken);
+        device_counts() = before;
+        return give_up_graph(e.what());
+      }
+      status = cudaStreamEndCapture(device_stream(), &graph_);
+    }
+    if (status == cudaSuccess) status = cudaGraphInstantiate(&exec_, graph_, 0);
     device_counts() = before;
+    if (status != cudaSuccess) {
+      cudaGetLastError();  // clear it
+      return give_up_graph(cudaGetErrorString(status));
+    }
+    graph_launches_ = 0;
+    std::size_t nodes = 0;
+    if (cudaGraphGetNodes(graph_, nullptr, &nodes) == cudaSuccess)
+      graph_launches_ = std::int64_t(nodes);
+  }
+  void give_up_graph(const std::string& why) {
+    std::fprintf(stderr, "the step's CUDA graph failed (%s); launching its kernels directly\n",
+                 why.c_str());
+    if (graph_) cudaGraphDestroy(graph_);
+    graph_ = nullptr;
+    exec_ = nullptr;
+    use_graph_ = false;
   }
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
