@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The per-op breakdown of a training step on the GPU (cuda/profile.cuh): runs the ensemble
 # program with EMERGENT_DEVICE_PROFILE at ensemble sizes of the linear map (and the automaton at
-# E = 16), writing $OUT/profile_<label>_<task>_E<E>.txt. Called by benchmarks/gpu.sh.
+# E = 16), writing $OUT/profile_<label>_<task>_E<E>.txt. Called by benchmarks/gpu.sh. The first 5
+# steps are not profiled (cuBLAS's first calls, allocations); the graph is off while profiling.
 #   bash benchmarks/gpu/profile.sh PROGRAM LABEL OUT [STEPS]
 set -euo pipefail
 program=$1 label=$2 out=$3 steps=${4:-60}

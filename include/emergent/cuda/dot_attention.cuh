@@ -185,11 +185,12 @@ inline void softmax_backward(float* d_att, const float* att, float scale, std::i
 }
 
 // y[N, D] <- x[N, D]; p: the mixer's parameters of member 0 (member e at + e * param_stride),
-// laid out as at.offsets says.
+// laid out as at.offsets says. With `residual` [N, D], y = attention(x) + residual, the addition
+// fused into the output layer's bias pass.
 inline void dot_attention_forward(const float* p, const float* x, float* y,
                                   const AttentionActivations& a, const AttentionScratch& s,
                                   const float* bias_pattern, float bias_strength,
-                                  const AttentionGeometry& at) {
+                                  const AttentionGeometry& at, const float* residual = nullptr) {
   const DotAttentionOffsets& offsets = at.offsets;
   const int D = at.d_model, T = at.length, dh = at.d_head();
   const std::int64_t G = at.problems(), P = at.param_stride;
@@ -231,8 +232,15 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
   }
   {
     OpScope scope("attention.out.forward");
-    linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
-                   at.batch * std::int64_t(T), D, D);
+    if (residual) {
+      linear_forward(y, a.heads, p + offsets.out_weight, nullptr, P, at.members,
+                     at.batch * std::int64_t(T), D, D);
+      bias_residual_forward(y, p + offsets.out_bias, residual, P, at.members,
+                            at.batch * std::int64_t(T), D);
+    } else {
+      linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
+                     at.batch * std::int64_t(T), D, D);
+    }
   }
 }
 

@@ -26,6 +26,27 @@ inline void linear_forward(float* y, const float* x, const float* w, const float
                        beta, y, out, rows * out, members);
 }
 
+// The bias epilogues of linear_forward(y, x, w, nullptr, ...), one pass each where the plain
+// path makes two or three (the bias written into y before the GEMM reads it back, then GELU or
+// the residual addition over y again):
+//   z += b, g = GELU(z)            (the MLP's first layer: z kept for GELU's derivative)
+//   y += b + residual              (a block's output layer and its residual connection)
+inline void bias_gelu_forward(float* z, float* g, const float* b, std::int64_t param_stride,
+                              int members, std::int64_t rows, int out) {
+  for_each_index(members * rows * out, [=] EMERGENT_HD(std::int64_t i) {
+    const float v = z[i] + b[(i / (rows * out)) * param_stride + i % out];
+    z[i] = v;
+    g[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f));  // gelu.cuh's formula
+  });
+}
+inline void bias_residual_forward(float* y, const float* b, const float* residual,
+                                  std::int64_t param_stride, int members, std::int64_t rows,
+                                  int out) {
+  for_each_index(members * rows * out, [=] EMERGENT_HD(std::int64_t i) {
+    y[i] = y[i] + b[(i / (rows * out)) * param_stride + i % out] + residual[i];
+  });
+}
+
 // dx = dy W (overwritten; skipped when dx is null); dW += dy^T x; db += sum_rows dy (reduce.cuh's
 // order)
 inline void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,

@@ -27,11 +27,6 @@
 
 namespace emergent::cuda {
 
-// y += x
-inline void add_into(float* y, const float* x, std::int64_t count) {
-  for_each_index(count, [=] EMERGENT_HD(std::int64_t i) { y[i] += x[i]; });
-}
-
 template <Shape S>
 class EnsembleModel {
  public:
@@ -113,12 +108,10 @@ class EnsembleModel {
         layernorm_forward(raw(a.norm1), raw(a.mean1), raw(a.rstd1), raw(residual_[l]),
                           pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
       }
+      // residual_mid = residual + attention(norm1), the addition in the output layer's bias pass
       dot_attention_forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
-                            attention(a), scratch(), raw(bias_pattern), bias_strength, geometry());
-      {
-        OpScope scope("residual.add");
-        add_into(raw(a.residual_mid), raw(residual_[l]), N * D);
-      }
+                            attention(a), scratch(), raw(bias_pattern), bias_strength, geometry(),
+                            raw(residual_[l]));
       {
         OpScope scope("layernorm.forward");
         layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
@@ -126,21 +119,22 @@ class EnsembleModel {
       }
       {
         OpScope scope("mlp.fc.forward");
-        linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, pc + Mlp::fc_bias, P, members_,
-                       rows, D, F);
+        linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, nullptr, P, members_, rows, D,
+                       F);
       }
       {
-        OpScope scope("gelu.forward");
-        gelu_forward(raw(a.gelu), raw(a.fc), N * F);
+        OpScope scope("mlp.bias_gelu");  // fc += b, gelu = GELU(fc): one pass
+        bias_gelu_forward(raw(a.fc), raw(a.gelu), pc + Mlp::fc_bias, P, members_, rows, F);
       }
       {
         OpScope scope("mlp.proj.forward");
-        linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight,
-                       pc + Mlp::proj_bias, P, members_, rows, F, D);
+        linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight, nullptr, P,
+                       members_, rows, F, D);
       }
       {
-        OpScope scope("residual.add");
-        add_into(raw(residual_[l + 1]), raw(a.residual_mid), N * D);
+        OpScope scope("mlp.bias_residual");  // += b + residual_mid: one pass
+        bias_residual_forward(raw(residual_[l + 1]), pc + Mlp::proj_bias, raw(a.residual_mid), P,
+                              members_, rows, D);
       }
     }
     {
