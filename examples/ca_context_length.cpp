@@ -30,7 +30,7 @@ constexpr emergent::Shape kShape{
     .vocab = 4, .d_model = 128, .heads = 8, .layers = 4, .d_ff = 512, .max_len = 1024};
 using Net = emergent::Model<emergent::DotAttention, kShape>;
 
-// The paper's plateau lengths read off its Fig. 4 right (../shared/research/paper-emergence.md §6).
+// The paper's plateau lengths read off its Fig. 5c (blog Fig. 4 right; docs/paper-notes.md §3).
 const std::map<int, std::string> kPaperNoBias = {{4, "~61"},     {8, "~377"},   {16, "~400"},
                                                  {32, "~650"},   {64, "~1390"}, {128, "~3300"},
                                                  {256, "~8600"}, {512, "never"}};

@@ -41,7 +41,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-# The paper's numbers, read off its figures (../shared/research/paper-emergence.md §6, +-5-10%),
+# The paper's numbers, read off its figures (+-5-10%; sources in docs/paper-notes.md §3),
 # drawn as grey crosses beside ours.
 PAPER_SPARSITY_S16 = {1: 0.336, 2: 0.336, 4: 0.50, 5: 0.60, 6: 0.63, 7: 0.65, 8: 0.67, 9: 0.65,
                       10: 0.63, 11: 0.60, 13: 0.49, 15: 0.36, 16: 0.36}
