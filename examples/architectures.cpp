@@ -36,7 +36,7 @@ struct Experiment {
   }
 };
 
-// The paper's final losses at 10k steps read off its blog Fig. 6 (research/paper-emergence.md §6).
+// The paper's final losses at 10k steps read off its blog Fig. 6 (docs/paper-notes.md §3).
 const std::map<std::string, std::string> kPaperLinearMap = {
     {"linmap_s3", "mixer 0.335 vs transformer 0.342"},
     {"linmap_s5", "mixer 0.395 vs transformer 0.59"},

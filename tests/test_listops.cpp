@@ -1,7 +1,7 @@
 // ListOps (tasks/listops.hpp): the evaluator on hand-worked expressions, malformed ones refused,
 // LRA's serialisation, and the generator: its examples evaluate to their labels, lie inside the
 // length bounds, are pure functions of (seed, split, index), and have LRA's statistics
-// (research/paper-spt.md §3.1). tests/listops/lra_oracle.py checks exported examples in Python.
+// (docs/paper-notes.md §7). tests/listops/lra_oracle.py checks exported examples in Python.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -60,7 +60,7 @@ TEST_CASE("ListOps refuses malformed expressions, naming what is wrong") {
 }
 
 TEST_CASE("ListOps writes LRA's Source serialisation") {
-  // The example of research/paper-spt.md §3.1, generated there by LRA's rules.
+  // The example of docs/paper-notes.md §7, generated there by LRA's rules.
   CHECK(listops::to_lra_source(listops::from_text("[MIN 8 2 [MIN 8 6 ] ]")) ==
         "( ( ( ( [MIN 8 ) 2 ) ( ( ( [MIN 8 ) 6 ) ] ) ) ] )");
   CHECK(listops::to_lra_source(listops::from_text("4")) == "4");
@@ -96,7 +96,7 @@ TEST_CASE("ListOps examples are pure functions of (seed, split, index)") {
 }
 
 TEST_CASE("ListOps at LRA's settings has LRA's statistics") {
-  // A Python re-run of LRA's exact rules (research/paper-spt.md §3.1, 3,000 trees): mean length
+  // A Python re-run of LRA's exact rules (docs/paper-notes.md §7, 3,000 trees): mean length
   // ~1,064, labels 0 and 9 ~17% each (long MIN and MAX lists saturate), the others 7.5-9%.
   const ListOps task(500, 2000, 10, 10);
   constexpr int n = 400;

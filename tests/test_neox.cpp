@@ -350,7 +350,7 @@ TEST_CASE("neox: checkpoint tensor names and the buffers to skip") {
     for (const auto d : t.shape) n *= d;
     params += n;
   }
-  CHECK(params == 162'322'944);  // pythia-160m total parameters (research/pythia.md 2.1)
+  CHECK(params == 162'322'944);  // pythia-160m total parameters (docs/paper-notes.md §8)
   using emergent::neox::is_ignored_buffer;
   CHECK(is_ignored_buffer("gpt_neox.layers.0.attention.bias"));
   CHECK(is_ignored_buffer("gpt_neox.layers.11.attention.masked_bias"));

@@ -1,6 +1,6 @@
 // Attention entropy per head: how sharply a head's batch-averaged attention concentrates on a
 // few keys. The paper uses it to pick out the heads that learn a row of the target map: a loss
-// jump coincides with an entropy drop in those heads (research/paper-emergence.md §3.1).
+// jump coincides with an entropy drop in those heads (docs/paper-notes.md §2).
 //
 // Works on plain arrays so that it serves the trainer, the CUDA path and checkpoint analysis
 // alike. Input: one layer's attention probabilities att [batch, heads, T, T] (query x key,

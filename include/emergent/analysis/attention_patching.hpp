@@ -9,7 +9,7 @@
 //   top K:             the K heads of largest delta_p patched together; the share of the gap
 //                      they recover is (p_topK - p_pre) / (p_post - p_pre)
 // The paper ranks heads by delta_p and reports that the top two recover most of the gain; its
-// K and whether delta_p is averaged over prompts are not published (research/paper-emergence.md
+// K and whether delta_p is averaged over prompts are not published (docs/paper-notes.md
 // §5). This is the single-prompt form; the two models must share the architecture.
 #pragma once
 

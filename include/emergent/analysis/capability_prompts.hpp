@@ -2,7 +2,7 @@
 //
 // The paper publishes one prompt, for string repetition: "0 7 3 1 2 0 2 3 0 7 3 1 2 0 2" with
 // target "3" (8 digits, repeated, the last to be predicted; arXiv 2606.25010 Fig. 1). Its other
-// prompts are not public (research/paper-emergence.md §5), so the other kinds here are our
+// prompts are not public (docs/paper-notes.md §5), so the other kinds here are our
 // choices, made in the same single-prompt style, each drawn from a seed:
 //
 //   repetition     n random digits, then the same digits again, the last one is the target:

@@ -2,7 +2,7 @@
 //
 // The paper measures the plateau as the number of steps before the model makes any progress,
 // with a threshold a little below chance (CA task: loss < 1.3 against ln 4 = 1.386); whether it
-// smooths the loss is not stated (research/paper-emergence.md §3.3). Here:
+// smooths the loss is not stated (docs/paper-notes.md §2). Here:
 //   - smoothing is a trailing window mean of the last `window` logged points. Trailing, not
 //     centred or EMA-with-lookahead, because a detection at step t must use only values up to t:
 //     then the answer does not change when the run goes on, and an online monitor and a post-hoc

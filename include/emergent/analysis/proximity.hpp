@@ -1,5 +1,5 @@
 // How much an encoder's attention prefers nearby tokens (the "proximity bias" of the
-// self-pretraining study, research/paper-spt.md §1.4), per layer and head, from the last forward
+// self-pretraining study, docs/paper-notes.md §7), per layer and head, from the last forward
 // pass of an Encoder over a batch (padding excluded):
 //   score profile   S(o): the mean pre-softmax score q_i . k_j / sqrt(d_head) over the real
 //                   pairs with offset o = j - i (the bias of an intervention not included);

@@ -1,5 +1,5 @@
 // Multi-head dot-product attention without the causal mask, the token mixer of an encoder (the
-// self-pretraining study, research/paper-spt.md): every query sees every real key of its
+// self-pretraining study, docs/paper-notes.md §7): every query sees every real key of its
 // sequence. The same parameters, names and init as DotAttention, so that a causal and a
 // bidirectional model share checkpoints tensor by tensor.
 //

@@ -1,6 +1,6 @@
 // Gated DeltaNet token mixer (Yang, Kautz, Hatamizadeh, arXiv 2412.06464, ICLR 2025), as the
-// layer of flash-linear-attention (FLA, fla/layers/gated_deltanet.py) builds it. The research
-// notes (research/mixers-and-anchors.md, Part A §A2) hold the derivations used here.
+// layer of flash-linear-attention (FLA, fla/layers/gated_deltanet.py) builds it. The derivations
+// used here are written out below, beside the code that uses each.
 //
 // Shapes: x, y [B*T, D]; H = S.heads heads with d_k = d_v = Dh = D / H (the matched-width
 // choice: every projection is D x D, like DotAttention's; FLA's default expand_v = 2 would

@@ -1,6 +1,6 @@
 // Encoder<Mixer, Shape, Classes, Real, Channel>: a pre-LN Transformer encoder for sequence
 // classification and masked-token reconstruction, the model of the self-pretraining study
-// (research/paper-spt.md §4: Amos et al.'s Transformer with absolute positions and mean pooling).
+// (docs/paper-notes.md §7: Amos et al.'s Transformer with absolute positions and mean pooling).
 //
 //   x = E_tok[tokens] + P[t]            P learned, or fixed sinusoids (PositionEncoding)
 //   per layer: x = x + Mixer(LN1(x));  x = x + Channel(LN2(x))      (the same blocks as Model)

@@ -29,7 +29,7 @@ struct NeoxShape {
   constexpr bool operator==(const NeoxShape&) const = default;
 };
 
-// The Pythia suite (github.com/EleutherAI/pythia models/*.yml; docs in research/pythia.md 2.1).
+// The Pythia suite (github.com/EleutherAI/pythia models/*.yml; docs/paper-notes.md §8).
 inline constexpr NeoxShape pythia_14m{
     .d_model = 128, .heads = 4, .layers = 6, .d_ff = 512, .rotary_dims = 8};
 inline constexpr NeoxShape pythia_31m{

@@ -1,5 +1,5 @@
 // The multi-rule cellular automaton task of "Emergent Capabilities Arise Randomly from Learning
-// Sparse Attention Patterns" (research/paper-emergence.md §1.2, §1.3, §3.2, §3.3). A state is a
+// Sparse Attention Patterns" (docs/paper-notes.md §1). A state is a
 // ring of S cells, each one of C colours. A rule is a lookup table of C^W colours applied to the
 // window of W cells around each cell; between two recorded states the rule is applied k times
 // (the "recursive depth", INFERRED as seewhy reads it), so a recorded cell depends on the

@@ -2,8 +2,8 @@
 // Patterns": x1 = A x0 mod 2 for a fixed sparse binary S x S matrix A with exactly s ones per
 // row. Each bit of x1 is the parity of s bits of x0, so the ideal attention of the query that
 // predicts x1[i] is row i of A: the task's attention target is known exactly, which is what
-// makes it a probe of how sparse attention patterns are learned (research/paper-emergence.md
-// §1.1, §1.3).
+// makes it a probe of how sparse attention patterns are learned (docs/paper-notes.md
+// §1).
 //
 // Sequence layout (C = 2 colours, T = 2 states, no separators, no BOS):
 //   tokens   = x0[0..S-1], x1[0..S-1]                               2S tokens in {0, 1}

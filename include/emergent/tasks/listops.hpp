@@ -1,6 +1,6 @@
 // ListOps of the Long Range Arena (Tay et al. 2021; lra_benchmarks/data/listops.py), the
 // classification task of "Towards Understanding Self-Pretraining for Sequence Classification"
-// and of Amos et al. 2024 (research/paper-spt.md §3.1).
+// and of Amos et al. 2024 (docs/paper-notes.md §7).
 //
 // A random expression tree of the operators MIN, MAX, MED (median of the arguments, the mean of
 // the two middle values truncated for an even count, as int(np.median)) and SM (sum mod 10) over

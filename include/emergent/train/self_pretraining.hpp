@@ -1,4 +1,4 @@
-// A run of the self-pretraining study (research/paper-spt.md): an Encoder on ListOps, trained
+// A run of the self-pretraining study (docs/paper-notes.md §7): an Encoder on ListOps, trained
 // for `steps` updates in two stages,
 //   steps [0, pretrain_steps)      masked reconstruction on the training set's own inputs
 //                                  (i.i.d. mask_rate of the real tokens replaced by <mask>, the
