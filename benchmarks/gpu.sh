@@ -115,18 +115,18 @@ try:
     peers = json.load(open(f"{out}/peers.json"))
 except (OSError, ValueError):
     peers = []
-print(f"{'run':44s} {'steps/s':>9s} {'s':>8s}")
+print(f"{'run':50s} {'steps/s':>9s} {'s':>8s}")
 for r in rows:
     name = f"emergent {r['task']} E={r['ensemble']} {r['precision']} ({r['steps_asked']} steps)"
     if "steps_per_s" in r:
-        print(f"{name:44s} {r['steps_per_s']:9.1f} {r['seconds']:8.2f}")
+        print(f"{name:50s} {r['steps_per_s']:9.1f} {r['seconds']:8.2f}")
     else:
-        print(f"{name:44s} {r.get('steps_per_s_progress', float('nan')):9.1f} {'-':>8s}  {r['error']}, step {r.get('steps_reached')}")
+        print(f"{name:50s} {r.get('steps_per_s_progress', float('nan')):9.1f} {'-':>8s}  {r['error']}, step {r.get('steps_reached')}")
 for r in peers:
     name = f"{r['library']} E={r['ensemble']} {r['precision']}"
     if "steps_per_s" in r:
-        print(f"{name:44s} {r['steps_per_s']:9.1f} {r['seconds']:8.2f}")
+        print(f"{name:50s} {r['steps_per_s']:9.1f} {r['seconds']:8.2f}")
     else:
-        print(f"{name:44s} {'-':>9s} {'-':>8s}  {r['error'][:60]}")
+        print(f"{name:50s} {'-':>9s} {'-':>8s}  {r['error'][:60]}")
 PY
 echo "== done: $out"

@@ -55,8 +55,10 @@ std::vector<emergent::DecayRange> decay_ranges() {
   return ranges;
 }
 
+// Tolerances: relative, of each member's loss and of each gradient tensor (fp32 by default; the
+// tf32 case below states its own).
 template <emergent::Shape S>
-void check_ensemble_against_cpu() {
+void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_tolerance = 1e-4) {
   using Ensemble = cuda::EnsembleModel<S>;
   using Cpu = typename Ensemble::Cpu;
   const int E = 3, B = 2, T = 11;
@@ -94,11 +96,11 @@ void check_ensemble_against_cpu() {
           ws);
       std::vector<float> g(Cpu::parameter_count, 0.0f);
       Cpu::backward(p, g, ws);
-      CHECK(losses[e] == doctest::Approx(loss).epsilon(1e-5));
+      CHECK(losses[e] == doctest::Approx(loss).epsilon(loss_tolerance));
       for (const auto& t : Cpu::tensors()) {
         CAPTURE(t.name);
         const std::vector<double> expected(g.begin() + t.offset, g.begin() + t.offset + t.size);
-        CHECK(relative_error(grads, at + t.offset, expected.data(), t.size) < 1e-4);
+        CHECK(relative_error(grads, at + t.offset, expected.data(), t.size) < gradient_tolerance);
       }
     }
   }
@@ -107,6 +109,19 @@ void check_ensemble_against_cpu() {
 TEST_CASE("device ensemble: each member's loss and every gradient equal the CPU model's") {
   check_ensemble_against_cpu<kShape>();
 }
+
+#if EMERGENT_DEVICE_IS_CUDA
+// The opt-in tf32 precision (TF32 inputs to the tensor cores, float accumulation: about 3e-4
+// relative per product) against the same float CPU model: loss within 1e-3, every gradient tensor
+// within 1e-2, relative. (The OpenMP build has fp32 only.)
+TEST_CASE("device ensemble in tf32: each member's loss and gradients within tf32's tolerance") {
+  struct Restore {
+    ~Restore() { cuda::gemm_precision() = cuda::Precision::fp32; }
+  } restore;
+  cuda::gemm_precision() = cuda::Precision::tf32;
+  check_ensemble_against_cpu<kShape>(1e-3, 1e-2);
+}
+#endif
 
 TEST_CASE("device linear-map sampler: every member's batch is LinearMap::sample's") {
   const emergent::LinearMap task(13, 4, 99);

@@ -52,8 +52,7 @@ TEST_CASE("CUDA kernels against their Thrust twins: LayerNorm forward and backwa
                              x = random_floats(std::size_t(members) * rows * dim, 12, 3.0),
                              dy = random_floats(x.size(), 13), dx0 = random_floats(x.size(), 14);
     DeviceVector<float> p = to_device(params), xd = to_device(x), dyd = to_device(dy), y(x.size()),
-                        mean(members * rows), rstd(members * rows), dx(x.size()),
-                        g(params.size());
+                        mean(members * rows), rstd(members * rows), dx(x.size()), g(params.size());
     auto forward = [&] {
       cuda::layernorm_forward(raw(y), raw(mean), raw(rstd), raw(xd), raw(p), raw(p) + dim, stride,
                               members, rows, dim);
