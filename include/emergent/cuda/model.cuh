@@ -70,7 +70,6 @@ class EnsembleModel {
     d_att_.resize(square);
     d_qkv_.resize(N * 3 * D);
     d_hidden_.resize(N * F);
-    means_.resize(members);
     losses_.resize(members);
     loss_scale_.resize(1);
   }
@@ -175,14 +174,6 @@ class EnsembleModel {
                           length_);
   }
 
-  // Each member's mean per-token loss (or accuracy) of the last forward under weights [T].
-  std::vector<double> weighted_loss(const DeviceVector<float>& weights) {
-    return weighted_means(token_loss_, weights);
-  }
-  std::vector<double> weighted_accuracy(const DeviceVector<float>& weights) {
-    return weighted_means(token_correct_, weights);
-  }
-
   // grads += dL/dparams of the last forward's loss, for every member.
   void backward() {
     const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
@@ -273,12 +264,6 @@ class EnsembleModel {
             raw(d_v_),        raw(d_heads_), raw(d_qkv_)};
   }
 
-  std::vector<double> weighted_means(const DeviceVector<float>& values,
-                                     const DeviceVector<float>& weights) {
-    weighted_member_means(raw(means_), raw(values), raw(weights), members_, batch_, length_);
-    return copy_to_host(means_);
-  }
-
   int members_, batch_, length_;
   std::array<DeviceVector<float>, L + 1> residual_;
   std::array<Layer, L> layers_;
@@ -286,7 +271,7 @@ class EnsembleModel {
       token_correct_;
   DeviceVector<float> d_residual_, d_norm_, d_logits_, head_block_, d_att_, d_q_, d_k_, d_v_,
       d_heads_, d_qkv_, d_hidden_;
-  DeviceVector<double> means_, losses_;
+  DeviceVector<double> losses_;
   DeviceVector<float> loss_scale_;
 };
 
