@@ -245,6 +245,7 @@ def main():
     for run in args.runs.split(","):
         library, precision, sizes = run.split(":")
         for E in (int(e) for e in sizes.split("/")):
+            began = time.perf_counter()
             try:
                 if library == "jax-vmap":
                     seconds = bench_jax(args, E, precision)
@@ -257,6 +258,8 @@ def main():
             except Exception as e:  # out of memory at E = 256, a missing library: say so, go on
                 r = {"library": library, "precision": precision, "ensemble": E,
                      "error": f"{type(e).__name__}: {e}"[:300]}
+            # the whole of this run: import, setup, compilation, warm-up and the timed repeats
+            r["wall_s"] = time.perf_counter() - began
             print(json.dumps(r), flush=True)
             results.append(r)
             if args.out:
