@@ -97,6 +97,8 @@ expect_error "field 'batch_tokens' = 99999999999 is not allowed: expected an int
   "$cli" train --S 4 --s 2 --batch-tokens 99999999999 --quiet --out "$dir/tokens"
 expect_error "needs about .* more than this machine's memory" \
   "$cli" train --S 4 --s 2 --d-model 65536 --d-ff 65536 --layers 1024 --quiet --out "$dir/huge"
+expect_error "--precision tf32: is the CUDA device backend's (--backend cuda); --backend cpu trains in fp32" \
+  "$cli" train --S 4 --s 2 --precision tf32 --quiet --out "$dir/tf32"
 expect_error "the list may hold at most 10000 seeds" \
   "$cli" train --S 4 --s 2 --seeds 0-10000 --quiet --out "$dir/many"
 expect_error "--seeds 0-9999: needs about .* more than this machine's memory" \

@@ -224,6 +224,10 @@ class SweepCommands {
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     require(n > 0, "/proc/self/exe", "cannot find this program to start runs");
     const std::filesystem::path rows_file = dir / "rows" / (shard.name() + ".jsonl");
+    for (const PlannedRun* r : todo)
+      require(r->config.value("precision", "fp32") == "fp32" || backend_ == "cuda",
+              "run " + r->id + " {" + r->label + "}",
+              "precision tf32 is the CUDA device backend's: run the sweep with --backend cuda");
     if (backend_ != "cpu") return run_ensembles(dir, todo, rows_file);
     std::atomic<std::size_t> next{0}, finished{0}, failed{0}, running{0};
     std::mutex mutex;

@@ -108,6 +108,9 @@ class TrainCommands {
               "and --seeds are both given: --seeds trains each seed it lists; give one of them");
       TrainConfig c = resolve_config(given(), "command line");
       resolve_max_len(c);
+      require(c.precision == "fp32" || backend_ == "cuda", "--precision " + c.precision,
+              "is the CUDA device backend's (--backend cuda); --backend " + backend_ +
+                  " trains in fp32");
       if (backend_ != "cpu") run_on_device(c);
       // Before a shape is compiled for it: a run larger than this machine is refused here.
       require_memory_fits(estimated_training_bytes(c), machine_memory_bytes(),

@@ -3,7 +3,8 @@
 // runs them for --backend thrust-omp and --backend cuda:
 //   emergent_ensemble_<backend> --config CONFIG.json --seeds 0-15 --out DIR [--quiet]
 //   emergent_ensemble_<backend> --config CONFIG.json --seeds 3,7 --run-dirs D3,D7 [--quiet]
-//   [--precision fp32|tf32]   the GEMMs' precision (tf32: CUDA only, opt-in; fp32 by default)
+//   [--precision fp32|tf32]   the GEMMs' precision (tf32: CUDA only, opt-in), written into each
+//                             run's config.json; without it, the config's (fp32 by default)
 // trains the seeds of the config as one ensemble (cuda/ensemble_trainer.cuh) into DIR/seed_<n>
 // (or the run folders named, one per seed: `emergent sweep --backend`), each a run folder as
 // `emergent train` writes one. The shapes compiled here are the dot-attention
@@ -11,9 +12,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <emergent/cuda/ensemble_trainer.cuh>
+#include <emergent/train/memory_estimate.hpp>
 #include <string>
 #include <vector>
 
+#include "../cli/parse_command_line.hpp"
 #include "../registry/registry.hpp"
 #include "../registry/seed_list.hpp"
 
@@ -21,6 +24,17 @@ namespace {
 
 using emergent::Shape;
 using emergent::TrainConfig;
+
+// The memory an ensemble may take: the GPU's free memory under CUDA, this machine's under
+// OpenMP (0 if it cannot be read: then nothing is refused).
+double device_memory_bytes() {
+#if EMERGENT_DEVICE_IS_CUDA
+  std::size_t free = 0, total = 0;
+  return cudaMemGetInfo(&free, &total) == cudaSuccess ? double(free) : 0.0;
+#else
+  return emergent::machine_memory_bytes();
+#endif
+}
 
 template <Shape S>
 int train(const TrainConfig& config, const std::vector<std::uint64_t>& seeds,
@@ -49,16 +63,18 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->excludes(out_option);
   app.add_flag("--quiet", quiet, "no progress line");
-  std::string precision = "fp32";
+  std::string precision;
   app.add_option("--precision", precision,
-                 "the GEMMs' precision: fp32 (default) or tf32 (CUDA's tensor cores)");
-  CLI11_PARSE(app, argc, argv);
+                 "the GEMMs' precision: fp32 or tf32 (CUDA's tensor cores); default: the "
+                 "config's, which this sets (config.json records it)");
+  if (const auto stop = emergent::cli::parse_command_line(app, argc, argv)) return *stop;
   try {
     if (!emergent::cuda::device_available())
       throw emergent::Error(std::string(emergent::cuda::kDeviceSystem) +
                             ": no GPU is visible here; train with --backend cpu or thrust-omp");
-    emergent::cuda::gemm_precision() = emergent::cuda::parse_precision(precision);
-    const TrainConfig config = emergent::read_train_config(config_file);
+    TrainConfig config = emergent::read_train_config(config_file);
+    if (!precision.empty()) config.precision = precision;
+    emergent::cuda::gemm_precision() = emergent::cuda::parse_precision(config.precision);
     const std::vector<std::uint64_t> seeds = emergent::cli::parse_seed_list(seed_text, "--seeds");
     std::vector<std::filesystem::path> dirs(run_dirs.begin(), run_dirs.end());
     if (run_dirs.empty()) {
@@ -68,6 +84,13 @@ int main(int argc, char** argv) {
     if (dirs.size() != seeds.size())
       throw emergent::Error("--run-dirs: " + std::to_string(dirs.size()) + " folders for " +
                             std::to_string(seeds.size()) + " seeds");
+    // Before anything is allocated: an ensemble larger than the device is one line, not a
+    // std::bad_alloc (or an out-of-memory abort) part-way.
+    emergent::require_memory_fits(
+        emergent::estimated_training_bytes(config, seeds.size()), device_memory_bytes(),
+        EMERGENT_DEVICE_IS_CUDA ? "the GPU's free memory" : "this machine's memory",
+        "--seeds " + seed_text,
+        std::to_string(seeds.size()) + " seeds, batch_tokens and the shape");
     if (config.shape == emergent::cli::kLinearMapShape)
       return train<emergent::cli::kLinearMapShape>(config, seeds, dirs, quiet);
     if (config.shape == emergent::cli::kAutomatonShape)

@@ -37,7 +37,17 @@ for seed in (3, 4):
         assert worst < 1e-3, (mixed, seed, worst)
         summary = json.load(open(f"{root}/{mixed}/seed_{seed}/summary.json"))
         assert summary["steps_done"] == 60, summary
+        # the extension from 30 to 60 steps is recorded in the first row after the resume, by
+        # either backend (train/run_binding.hpp), and nowhere else
+        changed = [r["step"] for r in other if "changed_on_resume" in r]
+        assert changed == [30], (mixed, changed)
+        assert other[3]["changed_on_resume"] == {"steps": {"from": 30, "to": 60}}, other[3]
 PY
+# An edited config.json is refused by the device backend too, naming the checkpoint's value.
+sed -i 's/"lr": 0.001,/"lr": 0.01,/' "$dir/cpu_then_device/seed_3/config.json"
+if "$cli" train "${common[@]}" --steps 90 --seeds 3-4 --backend thrust-omp --out "$dir/cpu_then_device" \
+     2> "$dir/err.txt" > /dev/null; then exit 1; fi
+grep -q "lr: 0.001 (step_000060.safetensors), 0.01 (config.json), 0.001 (given)" "$dir/err.txt"
 
 # A sweep on the device backend: the runs that differ only in their seed train as one ensemble
 # into the runs' own folders; the rows have the CPU sweep's ids and (nearly) its numbers.

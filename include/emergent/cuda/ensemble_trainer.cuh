@@ -28,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../optim/schedule.hpp"
@@ -51,6 +52,8 @@ struct EnsembleMember {
   TrainConfig config;
   std::filesystem::path run_dir;
   std::string config_text;
+  nlohmann::json changed_on_resume;  // what a resume changed, for the next metrics row
+  std::int64_t saved_step = -1;      // the step of the checkpoint written last
   RunHistory history;
   std::unique_ptr<RunLock> lock;
   std::optional<std::int64_t> stopped_at;  // the step its early stop fired (steps done)
@@ -106,7 +109,9 @@ class EnsembleTrainer {
       require(!error && std::filesystem::is_directory(m.run_dir), m.run_dir.string(),
               "cannot be a run folder; choose another --out");
       m.lock = std::make_unique<RunLock>(m.run_dir);
-      m.config_text = check_and_write_config(m.run_dir, m.config);
+      const RunBinding binding = bind_train_run(m.run_dir, m.config);
+      m.config_text = binding.config_text;
+      m.changed_on_resume = binding.changed_on_resume;
     }
     const std::int64_t start = prepare();
     const std::vector<float> target = task.attention_target();
@@ -163,9 +168,11 @@ class EnsembleTrainer {
           EnsembleMember& m = members_[e];
           if (m.stopped_at) continue;
           const MemberReport& r = report[e];
-          const nlohmann::json row =
+          nlohmann::json row =
               metrics_row(step, r.loss, name, r.part_loss, r.part_accuracy, lr, r.gradient_norm,
                           seconds_since(started) + m.history.wall_offset);
+          if (!m.changed_on_resume.empty())  // the first row after a resume that extended it
+            row["changed_on_resume"] = std::exchange(m.changed_on_resume, nlohmann::json::object());
           append_metrics_row(metrics[e], m.run_dir, row);
           m.history.add(step, row.at(setup_.thresholds.metric).get<double>(), r.loss);
           if (m.history.stopped_below(m.config.stop_below)) {
@@ -207,7 +214,8 @@ class EnsembleTrainer {
       EnsembleMember& m = members_[e];
       std::vector<float> params = m.final_params;
       if (!m.stopped_at) {
-        if (step > start || !latest_checkpoint(m.run_dir)) save(e, step);
+        // The last step's checkpoint, unless the loop just wrote it (each is written once).
+        if (m.saved_step != step && (step > start || !latest_checkpoint(m.run_dir))) save(e, step);
         params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
       }
       const EvalResult eval = evaluate<Net>(params, task, m.config.seed, B, float(base_.bias));
@@ -381,6 +389,7 @@ class EnsembleTrainer {
                              m2 = copy_to_host(step_.optimizer.second_moment(), at, P);
     save_checkpoint(checkpoint_path(members_[e].run_dir, step), Net::tensors(), p, m1, m2,
                     {step, step_.optimizer.steps(), members_[e].config_text});
+    members_[e].saved_step = step;
   }
 
   TrainConfig base_;

@@ -64,6 +64,9 @@ struct TrainConfig {
   std::int64_t eval_every = 0;
   int eval_batches = 4;
   int threads = 0;
+  // The GEMMs' precision: "fp32", or "tf32" on the CUDA device backend (cuda/gemm.cuh). Part of
+  // the run, since it changes its trajectory.
+  std::string precision = "fp32";
   // Observation: steps whose batch-averaged attention maps are saved, "1000,1500" ("": none).
   std::string save_attention_at;
 };
@@ -141,6 +144,10 @@ inline const std::vector<TrainingField>& training_fields() {
                                 "batches in the fixed held-out set of eval_every"))),
       field(&TrainConfig::threads,
             integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
+      field(&TrainConfig::precision,
+            added_later(text("precision", "", {"fp32", "tf32"},
+                             "the GEMMs' precision: fp32, or tf32 (CUDA device backend only, "
+                             "opt-in: TF32 tensor cores)"))),
       field(&TrainConfig::save_attention_at,
             observation(text("save_attention_at", "", {},
                              "steps whose attention maps are saved to attention/, comma-separated "

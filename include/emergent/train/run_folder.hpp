@@ -2,7 +2,7 @@
 // device ensembles', cuda/ensemble_trainer.cuh), so that a run folder is the same whichever
 // backend wrote it and either can resume it:
 //   bind_train_run           config.json of a new run, or the check that a resumed one is the
-//                            same run (train/run_binding.hpp); check_and_write_config likewise
+//                            same run (train/run_binding.hpp)
 //   with_emergence_source    the metric emergence reads: the training batch's or the held-out set's
 //   metrics_row              a row of metrics.jsonl, without the attention analysis, and
 //   held_out_columns         its held-out columns, and
@@ -80,12 +80,6 @@ inline RunBinding bind_train_run(const std::filesystem::path& run_dir, const Tra
                          [](const nlohmann::json& j, const std::string& where) {
                            return to_json(train_config_from_json(j, where));
                          });
-}
-
-// The same, for a trainer that records no resume changes: returns config.json's text.
-inline std::string check_and_write_config(const std::filesystem::path& run_dir,
-                                          const TrainConfig& config) {
-  return bind_train_run(run_dir, config).config_text;
 }
 
 // The task's setup with the emergence metric the run reads: the training batch's (e.g. "loss"),

@@ -73,6 +73,9 @@ class RunTrainer {
         grads_(model_->parameter_count()),
         optimizer_(adamw_config(config_), decay_ranges(*model_), model_->parameter_count()) {
     validate(config_);
+    require(config_.precision == "fp32", "config",
+            "field 'precision' = '" + config_.precision +
+                "' is not allowed here: the CPU trains in fp32 (tf32: --backend cuda)");
     require_memory_fits(
         estimated_training_bytes(config_), machine_memory_bytes(), "this machine's memory",
         "config", "batch_tokens = " + std::to_string(config_.batch_tokens) + " and the shape");
