@@ -1,5 +1,5 @@
 # Thin wrapper over CMake. `make test` and `make run` install missing Debian packages first.
-#   make run | test | build | build-cuda | bench | bench-compare | bench-neox | figures | sanitize | fuzz | format | clean | deps
+#   make run | test | build | build-cuda | bench | bench-compare | bench-neox | figures | sanitize | fuzz | format | format-check | clean | deps
 # Variables: JOBS (parallel compile jobs, default 2), CMAKE_ARGS (extra -D options),
 #            RUN_ARGS (passed to scripts/make_run.sh),
 #            COMPARE_ARGS (passed to benchmarks/compare_pytorch.py, e.g. --quick),
@@ -22,7 +22,7 @@ FORMAT_DIRS  := include tests examples benchmarks
 # Quieter recursive output (also for the make that cmake --build runs).
 MAKEFLAGS    += --no-print-directory
 
-.PHONY: all deps configure build build-cuda test run bench bench-compare bench-neox figures sanitize fuzz format clean
+.PHONY: all deps configure build build-cuda test run bench bench-compare bench-neox figures sanitize fuzz format format-check clean
 
 all: build
 
@@ -91,10 +91,18 @@ fuzz:
 	bash scripts/install-deps.sh --fuzz
 	bash scripts/fuzz.sh
 
+FORMAT_FILES = $$(find $(FORMAT_DIRS) -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \
+	  -o -name '*.cuh' -o -name '*.cu' \) 2>/dev/null)
+
 format:
-	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \
-	  -o -name '*.cuh' -o -name '*.cu' \) 2>/dev/null); \
-	if [ -n "$$files" ]; then clang-format -i $$files; fi
+	@bash scripts/install-deps.sh --format > /dev/null
+	@files=$(FORMAT_FILES); if [ -n "$$files" ]; then clang-format -i $$files; fi
+
+# CI's check: every source as `make format` leaves it (clang-format names each line that differs).
+format-check:
+	@bash scripts/install-deps.sh --format > /dev/null
+	@files=$(FORMAT_FILES); if [ -n "$$files" ]; then clang-format --dry-run -Werror $$files; fi
+	@echo "format-check: ok"
 
 clean:
 	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) build-fuzz

@@ -4,6 +4,7 @@
 #   bash scripts/install-deps.sh            build, test, examples, benchmarks, plots
 #   bash scripts/install-deps.sh --golden   also python3-torch, to regenerate tests/golden/
 #   bash scripts/install-deps.sh --fuzz     also clang and its libFuzzer runtime, for make fuzz
+#   bash scripts/install-deps.sh --format   also clang-format, for make format / format-check
 set -euo pipefail
 
 packages=(
@@ -23,8 +24,9 @@ for arg in "$@"; do
   case "$arg" in
     --golden) packages+=(python3-torch) ;;  # the external oracle of tests/golden/make_golden.py
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer, ASan and UBSan runtimes
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "install-deps: unknown argument '$arg' (known: --golden, --fuzz)" >&2; exit 2 ;;
+    --format) packages+=(clang-format) ;;  # Debian's: the version every machine here formats with
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument '$arg' (known: --golden, --fuzz, --format)" >&2; exit 2 ;;
   esac
 done
 
