@@ -1,5 +1,7 @@
 # Script of the `package_consumer` ctest (cmake -P): installs the emergent build tree into a
-# scratch prefix, then configures, builds and runs tests/package_consumer against it.
+# scratch prefix, then configures, builds and runs tests/package_consumer against it: the
+# consumer, and the README's "Using the library" program (checked to be the README's text
+# verbatim) training 20 steps.
 # Inputs: EMERGENT_BINARY_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, CONFIG, GENERATOR, CXX_COMPILER.
 cmake_minimum_required(VERSION 3.25)
 
@@ -31,3 +33,19 @@ if(NOT consumer)
 endif()
 step("${consumer}")
 message(STATUS "package_consumer: find_package(emergent) works from ${prefix}")
+
+# The README's program is readme_example.cpp, to the letter.
+file(READ "${CONSUMER_SOURCE_DIR}/../../README.md" readme)
+file(READ "${CONSUMER_SOURCE_DIR}/readme_example.cpp" example)
+string(FIND "${readme}" "## Using the library\n\n```cpp\n${example}```" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "package_consumer: README.md's \"Using the library\" program is not "
+                      "tests/package_consumer/readme_example.cpp verbatim")
+endif()
+find_program(example_program readme_example PATHS "${build}" "${build}/${CONFIG}" NO_DEFAULT_PATH)
+execute_process(COMMAND "${example_program}" "${WORK_DIR}/readme_run" 20
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^steps 20  x1 loss [0-9.]+")
+  message(FATAL_ERROR "package_consumer: the README's program failed (${rc}): ${out}")
+endif()
+message(STATUS "package_consumer: the README's program trained: ${out}")
