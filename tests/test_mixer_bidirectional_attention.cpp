@@ -2,7 +2,8 @@
 // reference::dot_attention with every key visible; then what the suite does not cover: padding
 // (a sequence of n real tokens inside a batch padded to T computes as if alone, in y, dx and the
 // parameter gradients), the per-head bias c_h P and dL/dc_h against the reference and against
-// central differences. tests/oracles/encoder_oracle.py checks a whole encoder against PyTorch.
+// central differences. tests/test_encoder.cpp checks a whole encoder against PyTorch (fixtures of
+// tests/golden/make_encoder_golden.py).
 #include <doctest/doctest.h>
 
 #include <algorithm>

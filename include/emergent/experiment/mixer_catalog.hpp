@@ -1,7 +1,8 @@
 // The token mixers a run can name (config "mixer"), as data: what validation needs to know
 // of each (whether it has attention logits for the attention-bias intervention) and what a
 // generated translation unit needs to instantiate it (header and C++ names), for shapes compiled
-// on demand. tests/test_mixer_catalog.cpp checks every line against the mixer types themselves.
+// on demand. tests/test_experiment.cpp ("the mixer catalog matches the mixer types") checks every
+// line against the mixer types themselves.
 // To add a mixer: its header, its reference and tests, one line here and a file in
 // examples/registry/ for prebuilt shapes.
 #pragma once
