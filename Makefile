@@ -17,7 +17,7 @@ COMPARE_ARGS ?=
 # Benchmarks are built only by `make bench` (which sets this to ON).
 BENCHMARKS   ?= OFF
 
-FORMAT_DIRS  := include tests examples benchmarks
+FORMAT_DIRS  := include tests apps examples benchmarks
 
 # Quieter recursive output (also for the make that cmake --build runs).
 MAKEFLAGS    += --no-print-directory
@@ -43,9 +43,11 @@ build-cuda: build
 	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS) --target emergent_ensemble_cuda
 
 # deps strictly before the build (also under make -j), hence the recursive make.
+# The ctests run JOBS at a time; the long ones (package_consumer, plot, sweep_on_slurm) start
+# first (COST_DATA from the last run, else the order of CMakeLists.txt).
 test: deps
 	$(MAKE) build
-	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 
 run: deps
 	$(MAKE) build

@@ -35,7 +35,7 @@ mkdir -p build-gpu
 echo "== build"; start=$(date +%s)
 "$nvcc" "${flags[@]}" tests/device/cuda_tests.cu -o build-gpu/emergent_cuda_tests &
 tests_pid=$!
-"$nvcc" "${flags[@]}" examples/device/ensemble.cu -o build-gpu/emergent_ensemble_cuda &
+"$nvcc" "${flags[@]}" apps/device/ensemble.cu -o build-gpu/emergent_ensemble_cuda &
 wait "$tests_pid" $!  # these two only: a bare `wait` would also wait for the tee above
 echo "built in $(($(date +%s) - start)) s"
 

@@ -36,6 +36,11 @@
 #include <emergent/core/parallel.hpp>
 #include <emergent/core/philox.hpp>
 #include <emergent/core/shape.hpp>
+#include <emergent/mixers/attention_head_split.hpp>
+#include <emergent/mixers/causal_attention_blocked.hpp>
+#include <emergent/mixers/causal_attention_direct.hpp>
+#include <emergent/mixers/causal_attention_long.hpp>
+#include <emergent/mixers/causal_attention_short.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/mixer.hpp>
 #include <emergent/model/data_parallel.hpp>
@@ -372,6 +377,52 @@ void BM_AttentionBackward(benchmark::State& state) {
   report(state, 2.0 * attention_forward_flops(tk.batch, tk.length), tk.n);
 }
 BENCHMARK(BM_AttentionBackward)->Apply(token_args);
+
+// ---- One head of causal attention through one form, forward then backward --------------------
+
+// A form of mixers/dot_attention.hpp's select_causal_attention alone (causal_attention_direct.hpp,
+// causal_attention_blocked.hpp, causal_attention_short.hpp, causal_attention_long.hpp) on one head
+// of d_head 16, no bias, whatever the selector would take at that length. FLOPs: the forward's
+// Q K^T and A V over the causal triangle, 2 d_head T (T + 1), and twice that for the backward.
+template <class Form>
+void BM_CausalAttentionForm(benchmark::State& state) {
+  use_threads(1);
+  constexpr int Dh = 16;
+  const int T = static_cast<int>(state.range(0));
+  const std::size_t n = static_cast<std::size_t>(T) * Dh;
+  const auto q = normal_values(n, 4), k = normal_values(n, 5), v = normal_values(n, 6),
+             d_out = normal_values(n, 7);
+  std::vector<float> kt(n), vt(n), out(n), dq(n), dk(n), dv(n);
+  for (int t = 0; t < T; ++t)
+    for (int d = 0; d < Dh; ++d) kt[d * T + t] = k[t * Dh + d], vt[d * T + t] = v[t * Dh + d];
+  std::vector<float, Eigen::aligned_allocator<float>> att(static_cast<std::size_t>(T) * T);
+  const emergent::attention_head::HeadInputs<float> in{q.data(), k.data(), v.data(), kt.data(),
+                                                       vt.data()};
+  const float scale = 0.25f;  // 1 / sqrt(16)
+  for (auto _ : state) {
+    Form::forward(in, att.data(), out.data(), Dh, T, scale, nullptr, 0.0f);
+    Form::backward(in, att.data(), d_out.data(), Dh, dq.data(), dk.data(), dv.data(), T, scale);
+    benchmark::ClobberMemory();
+  }
+  report(state, 3.0 * 2.0 * Dh * T * (T + 1.0), T);
+}
+void short_lengths(benchmark::internal::Benchmark* b) {
+  b->ArgName("T")->Arg(31)->Arg(64)->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+void all_lengths(benchmark::internal::Benchmark* b) {
+  short_lengths(b);
+  b->Arg(1024);
+}
+BENCHMARK_TEMPLATE(BM_CausalAttentionForm, emergent::CausalAttentionDirect<float, 16>)
+    ->Apply(all_lengths);
+BENCHMARK_TEMPLATE(BM_CausalAttentionForm, emergent::CausalAttentionBlocked<float, 16>)
+    ->Apply(all_lengths);
+#if EMERGENT_SIMD_LANES > 0
+BENCHMARK_TEMPLATE(BM_CausalAttentionForm, emergent::CausalAttentionShort<float, 16>)
+    ->Apply(short_lengths);
+BENCHMARK_TEMPLATE(BM_CausalAttentionForm, emergent::CausalAttentionLong<float, 16>)
+    ->Apply(all_lengths);
+#endif
 
 // ---- Embedding + head + cross-entropy, forward and backward -----------------------------------
 

@@ -1,5 +1,5 @@
 // Checks of DotAttention shared by tests/test_mixer_dot_attention.cpp (portable build: the direct
-// and Eigen paths) and tests/native/test_long_causal_attention.cpp (this machine's build: the
+// and Eigen paths) and tests/native/test_causal_attention_long.cpp (this machine's build: the
 // AVX-512 kernels): its reference (the qkv Linear, reference::dot_attention with an optional
 // bias, the out Linear) and a check of the float mixer with the bias pattern.
 #pragma once
@@ -21,6 +21,11 @@
 namespace dot_attention_checks {
 
 namespace ref = emergent::reference;
+
+// d_head 16, the training shapes' head width, up to T = 260 (the portable and the native suites
+// both run DotAttention on it).
+inline constexpr emergent::Shape kHead16{
+    .vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 260};
 
 struct DotAttentionReference {
   int heads;
@@ -101,18 +106,13 @@ void check_mixer_with_bias(int batch, int length, double strength) {
   const DotAttentionReference reference{H, pattern_ref,
                                         static_cast<double>(static_cast<float>(strength))};
   const ref::MixerParameters named = mixer_suite::to_named<Mixer, float>(params);
-  std::vector<double> y(n), dx(n), grads(Mixer::layout.total, 0.0), att(fast.att.size());
+  reference_checks::check_mixer_close<Mixer, float>(
+      fast.y, fast.dx, fast.grads,
+      reference_checks::reference_batch<Mixer, float>(reference, params, x, dy, batch, length),
+      2e-4);
+  std::vector<double> att(fast.att.size());
   for (int b = 0; b < batch; ++b) {
     const ref::Matrix xb = mixer_suite::sequence<float>(x, b, length, D);
-    const ref::Matrix yb = reference.forward(named, xb);
-    const ref::MixerGradients g =
-        reference.backward(named, xb, mixer_suite::sequence<float>(dy, b, length, D));
-    std::copy(yb.data(), yb.data() + length * D,
-              y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
-    std::copy(g.dx.data(), g.dx.data() + length * D,
-              dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
-    const std::vector<double> gb = mixer_suite::to_flat<Mixer>(g.dparams);
-    for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
     const ref::Matrix qkv =
         ref::linear_forward(xb, named.at("qkv.weight"), named.at("qkv.bias").row(0).transpose());
     const ref::DotAttentionOutput out =
@@ -123,11 +123,7 @@ void check_mixer_with_bias(int batch, int length, double strength) {
           att[((static_cast<std::size_t>(b) * H + h) * length + i) * length + j] =
               out.probabilities[h](i, j);
   }
-  using mixer_suite::relative_error;
-  CHECK(relative_error<float, double>(fast.y, y) < 2e-4);
-  CHECK(relative_error<float, double>(fast.dx, dx) < 2e-4);
-  CHECK(relative_error<float, double>(fast.grads, grads) < 2e-4);
-  CHECK(relative_error<float, double>(fast.att, att) < 2e-4);
+  reference_checks::check_close<float, double>("att", fast.att, att, 2e-4);
 
   std::size_t nonzero_above = 0;
   double worst_row_sum = 0;

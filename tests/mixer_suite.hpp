@@ -31,23 +31,14 @@
 #include <string>
 #include <vector>
 
+#include "reference_checks.hpp"
+
 namespace mixer_suite {
 
 using emergent::Shape;
 namespace ref = emergent::reference;
 
-// ||actual - expected|| / ||expected||.
-template <class A, class E>
-double relative_error(std::span<const A> actual, std::span<const E> expected) {
-  REQUIRE(actual.size() == expected.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double d = double(actual[i]) - double(expected[i]);
-    diff += d * d;
-    norm += double(expected[i]) * double(expected[i]);
-  }
-  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-}
+using reference_checks::relative_error;
 
 inline std::vector<double> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
   std::mt19937_64 rng(seed);
@@ -81,33 +72,9 @@ std::vector<double> mixer_parameters(std::uint64_t seed, double noise) {
   return p;
 }
 
-// Flat buffer <-> named reference tensors, through the mixer's layout.
-template <class Mixer, class Real>
-ref::MixerParameters to_named(std::span<const Real> flat) {
-  ref::MixerParameters out;
-  for (std::size_t k = 0; k < Mixer::layout.count; ++k) {
-    const emergent::TensorSpec& spec = Mixer::layout.specs[k];
-    ref::Matrix m(spec.rows == 0 ? 1 : spec.rows, spec.cols);
-    for (std::size_t i = 0; i < spec.size(); ++i)
-      m.data()[i] = double(flat[Mixer::layout.offsets[k] + i]);
-    out[std::string(spec.name)] = m;
-  }
-  return out;
-}
-
-template <class Mixer>
-std::vector<double> to_flat(const ref::MixerParameters& named) {
-  std::vector<double> flat(Mixer::layout.total, 0.0);
-  for (std::size_t k = 0; k < Mixer::layout.count; ++k) {
-    const emergent::TensorSpec& spec = Mixer::layout.specs[k];
-    const auto it = named.find(std::string(spec.name));
-    REQUIRE_MESSAGE(it != named.end(), "reference has no tensor ", std::string(spec.name));
-    REQUIRE(static_cast<std::size_t>(it->second.size()) == spec.size());
-    for (std::size_t i = 0; i < spec.size(); ++i)
-      flat[Mixer::layout.offsets[k] + i] = it->second.data()[i];
-  }
-  return flat;
-}
+using reference_checks::sequence;
+using reference_checks::to_flat;
+using reference_checks::to_named;
 
 // One forward and backward of the fast mixer.
 template <class Mixer>
@@ -141,14 +108,6 @@ FastRun<Mixer> run_fast(std::span<const typename Mixer::Real> params,
   return run;
 }
 
-// Rows b*T .. b*T+T-1 of a [B*T, D] buffer as a reference matrix.
-template <class Real>
-ref::Matrix sequence(std::span<const Real> v, int b, int T, int D) {
-  ref::Matrix m(T, D);
-  for (int i = 0; i < T * D; ++i) m.data()[i] = double(v[static_cast<std::size_t>(b) * T * D + i]);
-  return m;
-}
-
 // The fast mixer (float or double) against the reference on B sequences of length T.
 template <template <Shape, class> class MixerT, Shape S, class Real, class Reference>
 void check_against_reference(const Reference& reference, int batch, int length, double tolerance) {
@@ -162,32 +121,10 @@ void check_against_reference(const Reference& reference, int batch, int length, 
   const std::vector<Real> x = cast<Real>(random_vector(n, 12));
   const std::vector<Real> dy = cast<Real>(random_vector(n, 13));
   const FastRun<Mixer> fast = run_fast<Mixer>(params, x, dy, batch, length);
-
-  const ref::MixerParameters named = to_named<Mixer, Real>(params);
-  std::vector<double> y(n), dx(n), grads(Mixer::layout.total, 0.0);
-  for (int b = 0; b < batch; ++b) {
-    const ref::Matrix xb = sequence<Real>(x, b, length, D);
-    const ref::Matrix yb = reference.forward(named, xb);
-    const ref::MixerGradients g = reference.backward(named, xb, sequence<Real>(dy, b, length, D));
-    REQUIRE(yb.rows() == length);
-    REQUIRE(yb.cols() == D);
-    std::copy(yb.data(), yb.data() + length * D,
-              y.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
-    std::copy(g.dx.data(), g.dx.data() + length * D,
-              dx.begin() + static_cast<std::ptrdiff_t>(b) * length * D);
-    const std::vector<double> gb = to_flat<Mixer>(g.dparams);
-    for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
-  }
-  CHECK(relative_error<Real, double>(fast.y, y) < tolerance);
-  CHECK(relative_error<Real, double>(fast.dx, dx) < tolerance);
-  for (std::size_t k = 0; k < Mixer::layout.count; ++k) {
-    const std::string name(Mixer::layout.specs[k].name);
-    CAPTURE(name);
-    const std::size_t offset = Mixer::layout.offsets[k], size = Mixer::layout.specs[k].size();
-    CHECK(relative_error<Real, double>(std::span<const Real>(fast.grads).subspan(offset, size),
-                                       std::span<const double>(grads).subspan(offset, size)) <
-          tolerance);
-  }
+  reference_checks::check_mixer_close<Mixer, Real>(
+      fast.y, fast.dx, fast.grads,
+      reference_checks::reference_batch<Mixer, Real>(reference, params, x, dy, batch, length),
+      tolerance);
 }
 
 // Central differences of L = sum(w * y) on the fast double mixer, for x and for up to

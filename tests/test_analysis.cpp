@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/analysis/attention_entropy.hpp>
+#include <emergent/analysis/attention_iou.hpp>
+#include <emergent/analysis/emergence.hpp>
+#include <emergent/tasks/linear_map.hpp>
 #include <limits>
 #include <vector>
-
-#include "emergent/analysis/attention_entropy.hpp"
-#include "emergent/analysis/attention_iou.hpp"
-#include "emergent/analysis/emergence.hpp"
-#include "emergent/tasks/linear_map.hpp"
 
 namespace {
 

@@ -9,11 +9,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <emergent/tasks/cellular_automaton.hpp>
 #include <map>
 #include <set>
 #include <vector>
-
-#include "emergent/tasks/cellular_automaton.hpp"
 
 using emergent::CellularAutomaton;
 

@@ -14,11 +14,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <emergent/experiment/ensemble_statistics.hpp>
 #include <limits>
 #include <optional>
 #include <vector>
-
-#include "emergent/experiment/ensemble_statistics.hpp"
 
 namespace {
 

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <emergent/experiment/mixer_catalog.hpp>
 #include <emergent/experiment/result_rows.hpp>
 #include <emergent/experiment/run_id.hpp>
 #include <emergent/experiment/shard.hpp>
@@ -19,6 +18,7 @@
 #include <emergent/mixers/mamba.hpp>
 #include <emergent/mixers/mlp_mixer.hpp>
 #include <emergent/mixers/rwkv.hpp>
+#include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/self_pretraining_config.hpp>

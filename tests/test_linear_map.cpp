@@ -4,9 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <emergent/tasks/linear_map.hpp>
 #include <vector>
-
-#include "emergent/tasks/linear_map.hpp"
 
 using emergent::LinearMap;
 

@@ -7,11 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/tasks/listops.hpp>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/tasks/listops.hpp"
 
 using emergent::ListOps;
 namespace listops = emergent::listops;

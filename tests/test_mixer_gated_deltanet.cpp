@@ -1,5 +1,8 @@
 // GatedDeltaNet through the generic mixer suite (tests/mixer_suite.hpp) against its plain
 // recurrence reference (reference/gated_deltanet.hpp), plus checks of its own:
+//   - each form of the recurrence (mixers/gated_deltanet_recurrent.hpp, _chunked.hpp) alone:
+//     the layer built on it (GatedDeltaNetMixer<S, Real, Form>) against the reference, output
+//     and every gradient, whatever form GatedDeltaNet picks;
 //   - the chunked form equals the recurrent form for lengths that are not a multiple of the
 //     chunk, chunk sizes 1..64, and extreme gates (alpha near 0 and 1, exactly 0; beta near 0
 //     and 1), in double and in float, final state included;
@@ -10,6 +13,8 @@
 
 #include <cmath>
 #include <emergent/mixers/gated_deltanet.hpp>
+#include <emergent/mixers/gated_deltanet_chunked.hpp>
+#include <emergent/mixers/gated_deltanet_recurrent.hpp>
 #include <emergent/reference/gated_deltanet.hpp>
 #include <random>
 #include <vector>
@@ -93,21 +98,21 @@ HeadInputs<Real> head_inputs(int T, int K, Gates gates, std::uint64_t seed) {
 
 template <class Real, int K>
 void check_chunked_equals_recurrent(Gates gates, double tolerance) {
-  using Rule = emergent::GatedDeltaRule<Real, K>;
+  using Chunked = emergent::GatedDeltaChunked<Real, K>;
   for (int T : {1, 7, 33, 100}) {
     const HeadInputs<Real> in = head_inputs<Real>(T, K, gates, 100 + T);
     // The recurrence in double, from the same (rounded) inputs.
     auto wide = [](const std::vector<Real>& a) { return std::vector<double>(a.begin(), a.end()); };
     std::vector<double> o_rec(T * K), h_rec(K * K, 0.0);
-    emergent::GatedDeltaRule<double, K>::recurrent_forward(
+    emergent::GatedDeltaRecurrent<double, K>::forward(
         wide(in.q).data(), wide(in.k).data(), wide(in.v).data(), wide(in.g).data(),
-        wide(in.beta).data(), T, o_rec.data(), h_rec.data());
+        wide(in.beta).data(), T, 1, o_rec.data(), h_rec.data(), nullptr);
     for (int chunk : {1, 3, 16, 32, 64}) {
       CAPTURE(T);
       CAPTURE(chunk);
       std::vector<Real> o(T * K), h(K * K, Real(0)), states(((T + chunk - 1) / chunk) * K * K);
-      Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
-                            chunk, o.data(), h.data(), states.data());
+      Chunked::forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
+                       o.data(), h.data(), states.data());
       CHECK(mixer_suite::relative_error<Real, double>(o, o_rec) < tolerance);
       CHECK(mixer_suite::relative_error<Real, double>(h, h_rec) < tolerance);
       CHECK(std::all_of(states.begin(), states.begin() + K * K, [](Real s) { return s == 0; }));
@@ -115,23 +120,23 @@ void check_chunked_equals_recurrent(Gates gates, double tolerance) {
   }
 }
 
-// L = sum(w * o) through GatedDeltaRule::backward against central differences in double.
+// L = sum(w * o) through the shared backward against central differences in double.
 template <int K>
 void check_rule_gradients(Gates gates, int T, int chunk) {
-  using Rule = emergent::GatedDeltaRule<double, K>;
+  using Rule = emergent::GatedDeltaChunked<double, K>;
   HeadInputs<double> in = head_inputs<double>(T, K, gates, 7 + T);
   const std::vector<double> w = mixer_suite::random_vector(static_cast<std::size_t>(T) * K, 8);
   auto loss = [&] {
     std::vector<double> o(T * K), h(K * K, 0.0);
-    Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
-                          chunk, o.data(), h.data(), nullptr);
+    Rule::forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
+                  o.data(), h.data(), nullptr);
     double s = 0;
     for (int i = 0; i < T * K; ++i) s += w[i] * o[i];
     return s;
   };
   std::vector<double> o(T * K), h(K * K, 0.0), states(((T + chunk - 1) / chunk) * K * K);
-  Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
-                        chunk, o.data(), h.data(), states.data());
+  Rule::forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
+                o.data(), h.data(), states.data());
   std::vector<double> dq(T * K), dk(T * K), dv(T * K), dg(T), dbeta(T);
   Rule::backward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
                  states.data(), w.data(), dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data());
@@ -170,37 +175,52 @@ void check_layer_at_extreme_decay(double a_log_value, double dt_bias_value, doub
   const std::vector<double> x = mixer_suite::random_vector(B * T * D, 82),
                             dy = mixer_suite::random_vector(B * T * D, 83);
   const auto fast = mixer_suite::run_fast<Mixer>(params, x, dy, B, T);
-  const ref::MixerParameters named = mixer_suite::to_named<Mixer, double>(params);
-  const ref::GatedDeltaNetReference reference{kShape.heads};
-  std::vector<double> grads(Mixer::layout.total, 0.0);
-  for (int b = 0; b < B; ++b) {
-    const ref::Matrix xb = mixer_suite::sequence<double>(x, b, T, D);
-    const ref::Matrix y = reference.forward(named, xb);
-    const ref::MixerGradients g =
-        reference.backward(named, xb, mixer_suite::sequence<double>(dy, b, T, D));
-    const std::span<const double> fy = std::span(fast.y).subspan(b * T * D, T * D);
-    const std::span<const double> fdx = std::span(fast.dx).subspan(b * T * D, T * D);
-    CHECK(mixer_suite::relative_error<double, double>(fy, std::span(y.data(), T * D)) < tolerance);
-    CHECK(mixer_suite::relative_error<double, double>(fdx, std::span(g.dx.data(), T * D)) <
-          tolerance);
-    const std::vector<double> gb = mixer_suite::to_flat<Mixer>(g.dparams);
-    for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
-  }
+  const reference_checks::Expected e = reference_checks::reference_batch<Mixer, double>(
+      ref::GatedDeltaNetReference{kShape.heads}, params, x, dy, B, T);
+  reference_checks::check_close<double, double>("y", fast.y, e.y, tolerance);
+  reference_checks::check_close<double, double>("dx", fast.dx, e.dx, tolerance);
   for (std::size_t k = 0; k < Mixer::layout.count; ++k) {
     const std::string name(Mixer::layout.specs[k].name);
     CAPTURE(name);
     const std::size_t offset = Mixer::layout.offsets[k], size = Mixer::layout.specs[k].size();
-    const std::span<const double> expected = std::span<const double>(grads).subspan(offset, size);
+    const std::span<const double> expected = std::span<const double>(e.grads).subspan(offset, size);
     const std::span<const double> actual =
         std::span<const double>(fast.grads).subspan(offset, size);
     // At alpha == 0 exactly, the decay's gradients vanish on both sides.
     double norm = 0;
-    for (double e : expected) norm += e * e;
+    for (double v : expected) norm += v * v;
     if (norm == 0)
       CHECK(
           std::all_of(actual.begin(), actual.end(), [](double a) { return std::abs(a) < 1e-300; }));
     else
       CHECK(mixer_suite::relative_error<double, double>(actual, expected) < tolerance);
+  }
+}
+
+// The layer on one form of the recurrence, whatever GatedDeltaNet picks.
+template <template <class, int> class Form>
+struct LayerOn {
+  template <emergent::Shape S, class Real>
+  using Mixer = emergent::GatedDeltaNetMixer<S, Real, Form>;
+};
+
+// d_head 16, the training shapes' head width.
+constexpr emergent::Shape kHead16{
+    .vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 40};
+
+// The layer on Form against the reference, in double and float, d_head 4 and 16, at lengths
+// inside one chunk of 16 and across chunks: output, dL/dx and every parameter gradient.
+template <template <class, int> class Form>
+void check_form_in_layer() {
+  for (int T : {1, 5, 17, 37}) {
+    mixer_suite::check_against_reference<LayerOn<Form>::template Mixer, kShape, double>(
+        ref::GatedDeltaNetReference{kShape.heads}, 2, T, 1e-10);
+    mixer_suite::check_against_reference<LayerOn<Form>::template Mixer, kShape, float>(
+        ref::GatedDeltaNetReference{kShape.heads}, 2, T, 2e-4);
+    mixer_suite::check_against_reference<LayerOn<Form>::template Mixer, kHead16, double>(
+        ref::GatedDeltaNetReference{kHead16.heads}, 2, T, 1e-10);
+    mixer_suite::check_against_reference<LayerOn<Form>::template Mixer, kHead16, float>(
+        ref::GatedDeltaNetReference{kHead16.heads}, 2, T, 2e-4);
   }
 }
 
@@ -233,7 +253,17 @@ TEST_CASE("GatedDeltaNet: other head widths against the reference") {
   mixer_suite::check_decoding<emergent::GatedDeltaNet, odd, double>(37, 1e-10);
 }
 
-TEST_CASE("GatedDeltaRule: the chunked form equals the recurrent form") {
+TEST_CASE("gated delta rule form: recurrent, alone in the layer against the reference") {
+  // GatedDeltaNet never runs it over a whole sequence (only step() by step()): every shape here
+  // is one where the selector would not choose it.
+  check_form_in_layer<emergent::GatedDeltaRecurrent>();
+}
+
+TEST_CASE("gated delta rule form: chunked, alone in the layer against the reference") {
+  check_form_in_layer<emergent::GatedDeltaChunked>();
+}
+
+TEST_CASE("gated delta rule: the chunked form equals the recurrent form") {
   for (Gates gates :
        {Gates::random, Gates::alpha_near_one, Gates::alpha_near_zero, Gates::alpha_zero,
         Gates::beta_near_zero, Gates::beta_near_one, Gates::mixed}) {
@@ -244,7 +274,7 @@ TEST_CASE("GatedDeltaRule: the chunked form equals the recurrent form") {
   }
 }
 
-TEST_CASE("GatedDeltaRule: backward against finite differences, at extreme gates") {
+TEST_CASE("gated delta rule: backward against finite differences, at extreme gates") {
   for (Gates gates :
        {Gates::random, Gates::alpha_near_one, Gates::alpha_near_zero, Gates::alpha_zero,
         Gates::beta_near_zero, Gates::beta_near_one, Gates::mixed}) {
@@ -254,17 +284,17 @@ TEST_CASE("GatedDeltaRule: backward against finite differences, at extreme gates
   }
 }
 
-TEST_CASE("GatedDeltaRule: the backward does not depend on the chunk it recomputes from") {
+TEST_CASE("gated delta rule: the backward does not depend on the chunk it recomputes from") {
   constexpr int K = 8, T = 45;
-  using Rule = emergent::GatedDeltaRule<double, K>;
+  using Rule = emergent::GatedDeltaChunked<double, K>;
   const HeadInputs<double> in = head_inputs<double>(T, K, Gates::mixed, 91);
   const std::vector<double> d_o = mixer_suite::random_vector(T * K, 92);
   std::vector<double> first;
   for (int chunk : {1, 5, 32, 64}) {
     CAPTURE(chunk);
     std::vector<double> o(T * K), h(K * K, 0.0), states(((T + chunk - 1) / chunk) * K * K);
-    Rule::chunked_forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T,
-                          chunk, o.data(), h.data(), states.data());
+    Rule::forward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,
+                  o.data(), h.data(), states.data());
     std::vector<double> all(3 * T * K + 2 * T);
     double* p = all.data();
     Rule::backward(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, chunk,

@@ -164,22 +164,12 @@ TEST_CASE("Rwkv: WKV stays finite for keys whose exp overflows float") {
     const std::vector<double> pd = identity_parameters<double>(key_scale);
     Run<Rwkv<kShape, double>> d(pd, x, B, T);
     CHECK(all_finite(d.y));
-    const ref::MixerParameters named = mixer_suite::to_named<Rwkv<kShape, double>, double>(pd);
-    std::vector<double> y, dx, grads(Rwkv<kShape, double>::layout.total, 0.0);
     std::vector<double> dy(x.size());
     std::mt19937 dy_rng(5);  // the same dy as Run
     std::normal_distribution<double> normal;
     for (double& v : dy) v = normal(dy_rng);
-    for (int b = 0; b < B; ++b) {
-      const ref::Matrix xb = mixer_suite::sequence<double>(x, b, T, D);
-      const ref::Matrix yb = ref::RwkvReference{}.forward(named, xb);
-      const ref::MixerGradients g =
-          ref::RwkvReference{}.backward(named, xb, mixer_suite::sequence<double>(dy, b, T, D));
-      y.insert(y.end(), yb.data(), yb.data() + T * D);
-      dx.insert(dx.end(), g.dx.data(), g.dx.data() + T * D);
-      const std::vector<double> gb = mixer_suite::to_flat<Rwkv<kShape, double>>(g.dparams);
-      for (std::size_t i = 0; i < gb.size(); ++i) grads[i] += gb[i];
-    }
+    const auto [y, dx, grads] = reference_checks::reference_batch<Rwkv<kShape, double>, double>(
+        ref::RwkvReference{}, pd, x, dy, B, T);
     using mixer_suite::relative_error;
     CHECK(relative_error<double, double>(d.y, y) < 1e-10);
     CHECK(relative_error<double, double>(d.dx, dx) < 1e-10);

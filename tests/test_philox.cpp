@@ -5,9 +5,8 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/philox.hpp>
 #include <vector>
-
-#include "emergent/core/philox.hpp"
 
 using emergent::philox4x32_10;
 using emergent::PhiloxStream;

@@ -5,17 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <emergent/reference/cross_entropy.hpp>
+#include <emergent/reference/dot_attention.hpp>
+#include <emergent/reference/embedding.hpp>
+#include <emergent/reference/gelu.hpp>
+#include <emergent/reference/layernorm.hpp>
+#include <emergent/reference/linear.hpp>
+#include <emergent/reference/transformer.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "emergent/reference/cross_entropy.hpp"
-#include "emergent/reference/dot_attention.hpp"
-#include "emergent/reference/embedding.hpp"
-#include "emergent/reference/gelu.hpp"
-#include "emergent/reference/layernorm.hpp"
-#include "emergent/reference/linear.hpp"
-#include "emergent/reference/transformer.hpp"
 
 namespace {
 

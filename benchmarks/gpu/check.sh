@@ -13,7 +13,7 @@ flags=(-std=c++20 -O3 --extended-lambda --expt-relaxed-constexpr -diag-suppress=
 start=$(date +%s)
 nvcc "${flags[@]}" tests/device/cuda_tests.cu -o build-gpu/emergent_cuda_tests 2> "$out/build_tests.txt" &
 a=$!
-nvcc "${flags[@]}" examples/device/ensemble.cu -o build-gpu/emergent_ensemble_cuda 2> "$out/build_ensemble.txt" &
+nvcc "${flags[@]}" apps/device/ensemble.cu -o build-gpu/emergent_ensemble_cuda 2> "$out/build_ensemble.txt" &
 wait $a $!
 echo "built in $(($(date +%s) - start)) s"
 build-gpu/emergent_cuda_tests > "$out/cuda_tests.txt" 2>&1; echo "cuda tests: exit $?"

@@ -1,9 +1,13 @@
 // Compiles against an installed emergent through find_package(emergent): the headers, C++20 and
-// the transitive dependencies (Eigen, nlohmann_json, OpenMP) must all come with the target.
+// the transitive dependencies (Eigen, nlohmann_json, OpenMP) must all come with the target. The
+// trainer's and a mixer's headers are included (every layer from core/ to train/), but no model
+// is instantiated, which would cost the test half a minute of compiling.
 #include <omp.h>
 
 #include <Eigen/Core>
 #include <emergent/core/shape.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/train/trainer.hpp>
 #include <nlohmann/json.hpp>
 
 int main() {

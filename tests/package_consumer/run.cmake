@@ -1,7 +1,8 @@
 # Script of the `package_consumer` ctest (cmake -P): installs the emergent build tree into a
-# scratch prefix, then configures, builds and runs tests/package_consumer against it: the
-# consumer, and the README's "Using the library" program (checked to be the README's text
-# verbatim) training 20 steps.
+# scratch prefix, then configures, builds and runs tests/package_consumer against it, and checks
+# that the README's "Using the library" program is examples/attention_bias.cpp verbatim (the main
+# build compiles that program as an example and ctest example_attention_bias runs it; compiling
+# it a second time here against the installed headers cost ~25 s of every `make test`).
 # Inputs: EMERGENT_BINARY_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, CONFIG, GENERATOR, CXX_COMPILER.
 cmake_minimum_required(VERSION 3.25)
 
@@ -34,18 +35,12 @@ endif()
 step("${consumer}")
 message(STATUS "package_consumer: find_package(emergent) works from ${prefix}")
 
-# The README's program is readme_example.cpp, to the letter.
+# The README's program is examples/attention_bias.cpp, to the letter.
 file(READ "${CONSUMER_SOURCE_DIR}/../../README.md" readme)
-file(READ "${CONSUMER_SOURCE_DIR}/readme_example.cpp" example)
+file(READ "${CONSUMER_SOURCE_DIR}/../../examples/attention_bias.cpp" example)
 string(FIND "${readme}" "## Using the library\n\n```cpp\n${example}```" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "package_consumer: README.md's \"Using the library\" program is not "
-                      "tests/package_consumer/readme_example.cpp verbatim")
+                      "examples/attention_bias.cpp verbatim")
 endif()
-find_program(example_program readme_example PATHS "${build}" "${build}/${CONFIG}" NO_DEFAULT_PATH)
-execute_process(COMMAND "${example_program}" "${WORK_DIR}/readme_run" 20
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "^steps 20  x1 loss [0-9.]+")
-  message(FATAL_ERROR "package_consumer: the README's program failed (${rc}): ${out}")
-endif()
-message(STATUS "package_consumer: the README's program trained: ${out}")
+message(STATUS "package_consumer: README.md's program is examples/attention_bias.cpp")

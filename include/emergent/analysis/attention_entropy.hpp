@@ -12,11 +12,10 @@
 
 #include <cmath>
 #include <cstddef>
+#include <emergent/core/error.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
 
 namespace emergent {
 

@@ -20,13 +20,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <emergent/analysis/attention_entropy.hpp>
+#include <emergent/core/error.hpp>
 #include <numeric>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "emergent/analysis/attention_entropy.hpp"
-#include "emergent/core/error.hpp"
 
 namespace emergent {
 

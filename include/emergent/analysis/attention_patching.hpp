@@ -15,12 +15,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <emergent/analysis/next_token.hpp>
+#include <emergent/core/error.hpp>
+#include <emergent/neox/network.hpp>
 #include <span>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../neox/network.hpp"
-#include "next_token.hpp"
 
 namespace emergent {
 

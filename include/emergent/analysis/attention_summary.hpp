@@ -17,14 +17,13 @@
 //         by chance; the per-head IoU against head_iou_chance still tells)
 #pragma once
 
+#include <emergent/analysis/attention_entropy.hpp>
+#include <emergent/analysis/attention_iou.hpp>
+#include <emergent/core/error.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/tasks/task.hpp>
 #include <span>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../mixers/mixer.hpp"
-#include "../tasks/task.hpp"
-#include "attention_entropy.hpp"
-#include "attention_iou.hpp"
 
 namespace emergent {
 

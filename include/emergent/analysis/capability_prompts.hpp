@@ -19,13 +19,12 @@
 
 #include <array>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/io/tokenizer.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../core/philox.hpp"
-#include "../io/tokenizer.hpp"
 
 namespace emergent {
 

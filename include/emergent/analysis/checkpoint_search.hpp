@@ -17,13 +17,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
 
 namespace emergent {
 

@@ -18,13 +18,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/tasks/task.hpp>  // EmergenceThresholds, declared by each task
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/tasks/task.hpp"  // EmergenceThresholds, declared by each task
 
 namespace emergent {
 

@@ -6,12 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/neox/network.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../neox/network.hpp"
 
 namespace emergent {
 

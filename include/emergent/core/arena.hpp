@@ -6,11 +6,10 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <emergent/core/layout.hpp>
 #include <limits>
 #include <memory>
 #include <new>
-
-#include "layout.hpp"
 
 namespace emergent {
 

@@ -7,8 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-
-#include "cephes_expf.hpp"
+#include <emergent/core/cephes_expf.hpp>
 
 namespace emergent::avx512 {
 

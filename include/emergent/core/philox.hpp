@@ -12,10 +12,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <numbers>
 #include <string_view>
-
-#include "emergent/core/error.hpp"
 
 namespace emergent {
 

@@ -29,9 +29,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-
-#include "avx512.hpp"
-#include "cephes_expf.hpp"
+#include <emergent/core/avx512.hpp>
+#include <emergent/core/cephes_expf.hpp>
 
 namespace emergent::simd {
 

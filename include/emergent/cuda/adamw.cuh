@@ -8,13 +8,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/profile.cuh>
+#include <emergent/cuda/reduce.cuh>
+#include <emergent/optim/adamw.hpp>
 #include <span>
 #include <vector>
-
-#include "../optim/adamw.hpp"
-#include "device_system.cuh"
-#include "profile.cuh"
-#include "reduce.cuh"
 
 namespace emergent::cuda {
 

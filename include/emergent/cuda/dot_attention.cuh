@@ -13,12 +13,11 @@
 
 #include <cmath>
 #include <cstdint>
-
-#include "../mixers/dot_attention.hpp"
-#include "device_system.cuh"
-#include "gemm.cuh"
-#include "linear.cuh"
-#include "profile.cuh"
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/gemm.cuh>
+#include <emergent/cuda/linear.cuh>
+#include <emergent/cuda/profile.cuh>
+#include <emergent/mixers/dot_attention.hpp>
 
 namespace emergent::cuda {
 

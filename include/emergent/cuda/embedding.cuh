@@ -3,9 +3,8 @@
 #pragma once
 
 #include <cstdint>
-
-#include "device_system.cuh"
-#include "reduce.cuh"
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/reduce.cuh>
 
 namespace emergent::cuda {
 

@@ -4,8 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
-
-#include "device_system.cuh"
+#include <emergent/cuda/device_system.cuh>
 
 namespace emergent::cuda {
 

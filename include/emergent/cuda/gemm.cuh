@@ -10,10 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/cuda/device_system.cuh>
 #include <string>
-
-#include "../core/error.hpp"
-#include "device_system.cuh"
 
 #if EMERGENT_DEVICE_IS_CUDA
 #include <cublas_v2.h>

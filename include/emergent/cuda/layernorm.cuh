@@ -5,9 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
-
-#include "device_system.cuh"
-#include "reduce.cuh"
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/reduce.cuh>
 
 namespace emergent::cuda {
 

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
-
-#include "device_system.cuh"
-#include "gemm.cuh"
-#include "reduce.cuh"
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/gemm.cuh>
+#include <emergent/cuda/reduce.cuh>
 
 namespace emergent::cuda {
 

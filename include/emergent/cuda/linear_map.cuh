@@ -6,12 +6,11 @@
 
 #include <array>
 #include <cstdint>
+#include <emergent/core/philox.hpp>
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/tasks/linear_map.hpp>
 #include <span>
 #include <vector>
-
-#include "../core/philox.hpp"
-#include "../tasks/linear_map.hpp"
-#include "device_system.cuh"
 
 namespace emergent::cuda {
 

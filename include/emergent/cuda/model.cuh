@@ -10,20 +10,19 @@
 
 #include <array>
 #include <cstdint>
+#include <emergent/cuda/cross_entropy.cuh>
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/dot_attention.cuh>
+#include <emergent/cuda/embedding.cuh>
+#include <emergent/cuda/gelu.cuh>
+#include <emergent/cuda/layernorm.cuh>
+#include <emergent/cuda/linear.cuh>
+#include <emergent/cuda/profile.cuh>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/model/model.hpp>
+#include <emergent/nn/mlp.hpp>
 #include <span>
 #include <vector>
-
-#include "../mixers/dot_attention.hpp"
-#include "../model/model.hpp"
-#include "../nn/mlp.hpp"
-#include "cross_entropy.cuh"
-#include "device_system.cuh"
-#include "dot_attention.cuh"
-#include "embedding.cuh"
-#include "gelu.cuh"
-#include "layernorm.cuh"
-#include "linear.cuh"
-#include "profile.cuh"
 
 namespace emergent::cuda {
 

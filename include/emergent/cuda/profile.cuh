@@ -15,12 +15,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <emergent/core/error.hpp>
+#include <emergent/cuda/device_system.cuh>
 #include <map>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "device_system.cuh"
 
 namespace emergent::cuda {
 

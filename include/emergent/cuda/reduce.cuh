@@ -9,8 +9,7 @@
 #pragma once
 
 #include <cstdint>
-
-#include "device_system.cuh"
+#include <emergent/cuda/device_system.cuh>
 
 namespace emergent::cuda {
 

@@ -1,4 +1,4 @@
-// One training step of an ensemble on the device, as the trainer (cuda/ensemble_trainer.cuh)
+// One training step of an ensemble on the device, as the trainer (train/ensemble_trainer.cuh)
 // runs it, with nothing in it that waits for the host:
 //
 //   host:   the step's scalars (its index; AdamW's learning rate and bias corrections) written to
@@ -22,18 +22,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <emergent/cuda/adamw.cuh>
+#include <emergent/cuda/device_system.cuh>
+#include <emergent/cuda/linear_map.cuh>
+#include <emergent/cuda/model.cuh>
+#include <emergent/cuda/profile.cuh>
+#include <emergent/optim/adamw.hpp>
+#include <emergent/tasks/linear_map.hpp>
 #include <exception>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "../optim/adamw.hpp"
-#include "../tasks/linear_map.hpp"
-#include "adamw.cuh"
-#include "device_system.cuh"
-#include "linear_map.cuh"
-#include "model.cuh"
-#include "profile.cuh"
 
 namespace emergent::cuda {
 

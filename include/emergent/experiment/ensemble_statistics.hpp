@@ -21,13 +21,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
 
 namespace emergent {
 

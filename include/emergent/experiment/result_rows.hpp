@@ -12,14 +12,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <emergent/core/error.hpp>
+#include <emergent/io/text_file.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../io/text_file.hpp"
 
 namespace emergent {
 

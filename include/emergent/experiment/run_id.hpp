@@ -7,12 +7,11 @@
 // settings added later (Parameter::added_later) while at their default, the older behaviour.
 #pragma once
 
+#include <emergent/io/sha256.hpp>
+#include <emergent/settings/parameters.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "../io/sha256.hpp"
-#include "parameters.hpp"
 
 namespace emergent {
 

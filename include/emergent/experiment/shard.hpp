@@ -7,10 +7,9 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <emergent/core/error.hpp>
 #include <string>
 #include <system_error>
-
-#include "../core/error.hpp"
 
 namespace emergent {
 

@@ -29,15 +29,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <emergent/core/error.hpp>
+#include <emergent/io/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../io/json.hpp"
 
 // toml++ 3.3 guards a parser precondition with TOML_ASSERT_ASSUME, which aborts in a debug build
 // and becomes an optimiser assumption in a clang release build, and malformed table headers

@@ -16,6 +16,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <emergent/core/error.hpp>
+#include <emergent/experiment/result_rows.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/io/sha256.hpp>
+#include <emergent/io/text_file.hpp>
+#include <emergent/train/run_binding.hpp>
+#include <emergent/train/run_lock.hpp>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,14 +30,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../io/json.hpp"
-#include "../io/sha256.hpp"
-#include "../io/text_file.hpp"
-#include "../train/run_binding.hpp"
-#include "../train/run_lock.hpp"
-#include "result_rows.hpp"
 
 namespace emergent {
 
@@ -134,6 +133,13 @@ inline void bind_sweep_folder(const std::filesystem::path& dir, nlohmann::json p
 struct CollectedRows {
   std::vector<nlohmann::json> rows;
   std::size_t ignored = 0;
+
+  // The ids that have a row: the runs done.
+  std::set<std::string> done_ids() const {
+    std::set<std::string> done;
+    for (const nlohmann::json& row : rows) done.insert(row.at("id").get<std::string>());
+    return done;
+  }
 
   std::string ignored_text() const {
     return ignored == 0 ? std::string()

@@ -13,14 +13,13 @@
 #pragma once
 
 #include <cstdio>
+#include <emergent/core/error.hpp>
+#include <emergent/experiment/ensemble_statistics.hpp>
+#include <emergent/io/json.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../io/json.hpp"
-#include "ensemble_statistics.hpp"
 
 namespace emergent {
 
@@ -30,7 +29,7 @@ inline nlohmann::json optional_number(const std::optional<double>& v) {
 
 // The groups of `rows` by the values of `keys` in their config, in order of first appearance.
 // A key that a row written before its setting existed lacks takes its value from `older_defaults`
-// (the defaults of settings declared added_later: experiment/parameters.hpp).
+// (the defaults of settings declared added_later: settings/parameters.hpp).
 inline nlohmann::json summarize_rows(
     const std::vector<nlohmann::json>& rows, const std::vector<std::string>& keys,
     const std::string& where, const nlohmann::json& older_defaults = nlohmann::json::object()) {

@@ -2,6 +2,7 @@
 // summaries.
 #pragma once
 
+#include <emergent/core/error.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,8 +11,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
 
 namespace emergent {
 

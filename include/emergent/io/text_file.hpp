@@ -9,10 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <emergent/core/error.hpp>
 #include <filesystem>
 #include <string>
-
-#include "../core/error.hpp"
 
 namespace emergent {
 

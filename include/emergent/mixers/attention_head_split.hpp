@@ -2,20 +2,44 @@
 // q_t, k_t, v_t of every head side by side): q, k, v [T, d_head] contiguous, and optionally k, v
 // also transposed [d_head, T] for the kernels that vectorise over keys (the short-sequence ones;
 // the long-sequence kernels repack K and V themselves). And the way back for gradients:
-// dq, dk, dv [T, d_head] into head h's columns of d_qkv [T, 3D].
+// dq, dk, dv [T, d_head] into head h's columns of d_qkv [T, 3D]. Also what every form of causal
+// attention (causal_attention_*.hpp, the selector in dot_attention.hpp) takes: HeadInputs, and the
+// masked softmax row of the two generic forms.
 //
 // With AVX-512 and d_head = 16, a row of a head is one zmm register, and the transposes go
 // through 16 x 16 blocks transposed in registers (the scalar scatter into K^T and V^T, a store to
 // a new cache line per element, was 6% of a linear-map training step).
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
+#include <emergent/core/avx512.hpp>
 #include <type_traits>
 
-#include "../core/avx512.hpp"
-
 namespace emergent::attention_head {
+
+// One head of one sequence, as a form of causal attention takes it: q, k, v [T, d_head] and k, v
+// transposed [d_head, T] (filled only for the forms whose `transposed` is true), contiguous.
+template <class Real>
+struct HeadInputs {
+  const Real *q, *k, *v, *kt, *vt;
+};
+
+// row[0..i] <- softmax(scale * row[0..i] + c bias[i, 0..i]) (no bias when bias is null; bias
+// [T, T]); row[i+1..T) <- 0.
+template <class Real>
+void causal_softmax_row(Real* row, int i, int T, Real scale, const Real* bias, Real bias_strength) {
+  using RowArrayMap = Eigen::Map<Eigen::Array<Real, 1, Eigen::Dynamic>>;
+  using ConstRowArrayMap = Eigen::Map<const Eigen::Array<Real, 1, Eigen::Dynamic>>;
+  RowArrayMap visible(row, i + 1);
+  visible *= scale;
+  if (bias)
+    visible += bias_strength * ConstRowArrayMap(bias + static_cast<std::size_t>(i) * T, i + 1);
+  visible = (visible - visible.maxCoeff()).exp();  // Eigen's vectorised exp
+  visible *= Real(1) / visible.sum();
+  std::fill(row + i + 1, row + T, Real(0));
+}
 
 #if defined(__AVX512F__)
 namespace detail {

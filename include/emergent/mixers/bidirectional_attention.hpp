@@ -26,16 +26,15 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/attention_head_split.hpp>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/nn/linear.hpp>
 #include <limits>
 #include <string_view>
-
-#include "../core/layout.hpp"
-#include "../core/parallel.hpp"
-#include "../core/shape.hpp"
-#include "../nn/linear.hpp"
-#include "attention_head_split.hpp"
-#include "dot_attention.hpp"
-#include "mixer.hpp"
 
 namespace emergent {
 

@@ -21,26 +21,14 @@
 //     n_t = o_t / sqrt(mean(o_t^2) + 1e-5),   z_t = n_t * w_norm * SiLU(x_t W_g^T [head h])
 //   y = concat_h(z) W_o^T                                  (FLA's FusedRMSNormGated, then o_proj)
 //
-// Two forms of the recurrence (GatedDeltaRule below): `recurrent_forward` (token by token, the
-// form step() decodes with) and `chunked_forward` (notes §A2.3, the form training uses), chunks
-// of C = kChunk tokens with incoming state h0, G_r = sum_{i<=r} g_i, gamma_r = exp(G_r),
-// Gamma_rs = exp(g_{s+1} + ... + g_r) (s <= r; an exponent <= 0, so it never overflows; summed
-// per pair rather than as G_r - G_s, which cancels in float after a large decay):
-//   L      = strictly-lower(diag(beta) (K K^T (.) Gamma))
-//   V_new  = (I + L)^{-1} (diag(beta) V - diag(beta gamma) K h0)    (= U - W h0 of the WY form)
-//   O      = diag(gamma) Q h0 + ((Q K^T) (.) Gamma (.) [s <= r]) V_new
-//   h_C    = gamma_C h0 + (diag(gamma_C / gamma) K)^T V_new      (with gamma_C/gamma_r = Gamma_Cr)
-// The UT transform (I + L)^{-1} is applied by forward substitution on the combined right-hand
-// side (one n^2/2 x Dh pass) instead of forming A, W = A diag(beta gamma) K and U = A diag(beta) V
-// separately: the same algebra, fewer flops on a CPU.
+// The recurrence of each (sequence, head) runs through one of two forms, each in its own header
+// with the same signature, which the tests check one by one against the reference:
+//   gated_deltanet_recurrent.hpp   token by token (the form step() decodes with), and the
+//                                  sequential BPTT backward both forms share
+//   gated_deltanet_chunked.hpp     chunks of kChunk tokens through the UT transform (notes §A2.3)
+// GatedDeltaNet, at the end of this file, picks one; the rule is written there and nowhere else.
 //
-// Backward: the sequential BPTT of notes §A2.4(a), from dh = 0 after the last token, t = T-1..0:
-//   dq^_t = h_t do_t;  dh += q^_t do_t^T;  du = beta_t dh^T k^_t;  dv_t = du
-//   dbeta_t = k^_t^T dh u_t;  dk^_t = beta_t dh u_t - alpha_t h_{t-1} du
-//   dh~ = dh - k^_t du^T;  dg_t = alpha_t <dh~, h_{t-1}>;  dh = alpha_t dh~
-// over states recomputed chunk by chunk from the chunk-boundary states the forward keeps
-// (FLA's fused_recurrent refuses a backward for want of these states; storing every h_t would
-// cost Dh^2 per head and token). Around it, the layer's chain rule:
+// Backward: the recurrence's (gated_deltanet_recurrent.hpp). Around it, the layer's chain rule:
 //   RMSNorm-gate: dw_norm += sum_t dz n s,  d(x W_g^T) = dz n w SiLU'(.),
 //                 do = r (dn - n mean(dn n)) with dn = dz w s, r = 1/sqrt(mean(o^2) + 1e-5)
 //   gates:  d(x W_b^T) = dbeta beta (1 - beta);  with z = x W_a^T + dt_bias:
@@ -79,245 +67,36 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/gated_deltanet_chunked.hpp>
+#include <emergent/mixers/gated_deltanet_recurrent.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/nn/softplus.hpp>
 #include <string_view>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../core/layout.hpp"
-#include "../core/parallel.hpp"
-#include "../core/philox.hpp"
-#include "../core/shape.hpp"
-#include "../nn/softplus.hpp"
-#include "mixer.hpp"
-
 namespace emergent {
 
-// The gated delta rule of one head of one sequence: q, k, v [T, K] contiguous (K = d_k = d_v, a
-// compile-time constant), g, beta [T]; state h [K, K] row-major, h[i*K + j] (key i, value j).
-//
-// Performance: every K-wide operation is an Eigen fixed-size row (explicit SIMD, whatever the
-// compiler's unrolling does: plain loops over K = 16 came out scalar at -O3 -march=native), and
-// sums over rows go into four independent accumulators so that they are bound by FMA throughput
-// rather than latency.
-template <class Real, int K>
-struct GatedDeltaRule {
-  static constexpr int kMaxChunk = 64;
-  using Mat = Eigen::Matrix<Real, K, K, Eigen::RowMajor>;
-  using Vec = Eigen::Matrix<Real, K, 1>;
-  using RowVec = Eigen::Matrix<Real, 1, K>;
-  using RowMap = Eigen::Map<RowVec>;
-  using ConstRowMap = Eigen::Map<const RowVec>;
-  using Array = Eigen::Array<Real, Eigen::Dynamic, 1>;
-
-  // sum_{s < count} coef[s * stride] rows[s] for rows [count, K] contiguous.
-  static RowVec combine_rows(const Real* coef, std::ptrdiff_t stride, const Real* rows, int count) {
-    RowVec a0 = RowVec::Zero(), a1 = RowVec::Zero(), a2 = RowVec::Zero(), a3 = RowVec::Zero();
-    const int full = count / 4 * 4;
-    for (int s = 0; s < full; s += 4) {
-      a0 += coef[s * stride] * ConstRowMap(rows + s * K);
-      a1 += coef[(s + 1) * stride] * ConstRowMap(rows + (s + 1) * K);
-      a2 += coef[(s + 2) * stride] * ConstRowMap(rows + (s + 2) * K);
-      a3 += coef[(s + 3) * stride] * ConstRowMap(rows + (s + 3) * K);
-    }
-    switch (count - full) {  // the last 0..3 rows (a switch, not a loop: g++ warns about a
-      case 3:                // remainder loop it has proven dead when count is a constant)
-        a2 += coef[(full + 2) * stride] * ConstRowMap(rows + (full + 2) * K);
-        [[fallthrough]];
-      case 2:
-        a1 += coef[(full + 1) * stride] * ConstRowMap(rows + (full + 1) * K);
-        [[fallthrough]];
-      case 1:
-        a0 += coef[full * stride] * ConstRowMap(rows + full * K);
-        break;
-      default:
-        break;
-    }
-    return (a0 + a1) + (a2 + a3);
-  }
-
-  // One token: h <- alpha h + beta k u^T with u = v - alpha h^T k; o = h^T q. u_out may be null.
-  static void step(const Real* q, const Real* k, const Real* v, Real g, Real beta, Real* h, Real* o,
-                   Real* u_out = nullptr) {
-    Eigen::Map<Mat>{h} *= std::exp(g);
-    const RowVec u = ConstRowMap(v) - combine_rows(k, 1, h, K);
-    RowVec a0 = RowVec::Zero(), a1 = RowVec::Zero(), a2 = RowVec::Zero(), a3 = RowVec::Zero();
-    constexpr int full = K / 4 * 4;
-    for (int i = 0; i < full; i += 4) {  // h += beta k u^T and o = h^T q, row by row
-      RowMap r0(h + i * K), r1(h + (i + 1) * K), r2(h + (i + 2) * K), r3(h + (i + 3) * K);
-      r0 += (beta * k[i]) * u;
-      r1 += (beta * k[i + 1]) * u;
-      r2 += (beta * k[i + 2]) * u;
-      r3 += (beta * k[i + 3]) * u;
-      a0 += q[i] * r0;
-      a1 += q[i + 1] * r1;
-      a2 += q[i + 2] * r2;
-      a3 += q[i + 3] * r3;
-    }
-    if constexpr (full < K)
-      for (int i = full; i < K; ++i) {
-        RowMap r(h + i * K);
-        r += (beta * k[i]) * u;
-        a0 += q[i] * r;
-      }
-    RowMap{o} = (a0 + a1) + (a2 + a3);
-    if (u_out) RowMap{u_out} = u;
-  }
-
-  // o [T, K] from the tokens; h: the state before (in) and after (out) the sequence.
-  static void recurrent_forward(const Real* q, const Real* k, const Real* v, const Real* g,
-                                const Real* beta, int T, Real* o, Real* h) {
-    for (int t = 0; t < T; ++t) step(q + t * K, k + t * K, v + t * K, g[t], beta[t], h, o + t * K);
-  }
-
-  // The same through the chunkwise form (header of gated_deltanet.hpp, notes §A2.3), chunks of
-  // `chunk` tokens (1..kMaxChunk). chunk_states, when not null, receives the state entering
-  // each chunk [ceil(T / chunk), K, K], which the backward starts its recomputation from.
-  static void chunked_forward(const Real* q, const Real* k, const Real* v, const Real* g,
-                              const Real* beta, int T, int chunk, Real* o, Real* h,
-                              Real* chunk_states) {
-    require(chunk >= 1 && chunk <= kMaxChunk, "GatedDeltaRule::chunked_forward",
-            "chunk must be in 1..64");
-    const int C = chunk;
-    // v_new [C, K]; keys transposed [K, C]; per row r: decay Gamma_r., beta_r (k_r . k_s) Gamma_rs
-    // (s < r) and (q_r . k_s) Gamma_rs (s <= r), each [C, C]; coefficients [C].
-    std::vector<Real> buffer(static_cast<std::size_t>(2) * C * K +
-                             static_cast<std::size_t>(3) * C * C + C);
-    Real* v_new = buffer.data();
-    Real* kt = v_new + C * K;
-    Real* decay = kt + C * K;
-    Real* lower = decay + C * C;
-    Real* scores = lower + C * C;
-    Real* coef = scores + C * C;
-    for (int c0 = 0, c = 0; c0 < T; c0 += C, ++c) {
-      const int n = std::min(C, T - c0);
-      const Real *Q = q + c0 * K, *Kc = k + c0 * K, *V = v + c0 * K, *b = beta + c0;
-      if (chunk_states) std::copy(h, h + K * K, chunk_states + static_cast<std::size_t>(c) * K * K);
-      for (int s = 0; s < n; ++s)
-        for (int i = 0; i < K; ++i) kt[i * C + s] = Kc[s * K + i];
-      // log Gamma_rs = g_{s+1} + ... + g_r as running sums of same-sign terms, not G_r - G_s:
-      // after a large decay the difference of two large cumsums would cancel (in float, g ~ -1000
-      // followed by alpha ~ 1 gives Gamma off by 1e-4 relative).
-      for (int r = 0; r < n; ++r) {
-        Real* row = decay + r * C;
-        const Real* above = row - C;
-        for (int s = 0; s < r; ++s) row[s] = above[s] + g[c0 + r];
-        row[r] = 0;
-      }
-      for (int r = 0; r < n; ++r) {
-        Eigen::Map<Array> row(decay + r * C, r + 1);
-        row = row.exp();
-      }
-      // L = beta_r (k_r . k_s) Gamma_rs and (q_r . k_s) Gamma_rs, as axpys over s (local
-      // accumulators: stores through pointers that may alias would keep them scalar).
-      for (int r = 0; r < n; ++r) {
-        Real kk[kMaxChunk] = {}, qk[kMaxChunk] = {};
-        for (int i = 0; i < K; ++i) {
-          const Real ki = Kc[r * K + i], qi = Q[r * K + i];
-          const Real* kti = kt + i * C;
-          for (int s = 0; s <= r; ++s) {
-            kk[s] += ki * kti[s];
-            qk[s] += qi * kti[s];
-          }
-        }
-        const Real* dr = decay + r * C;
-        Real *lr = lower + r * C, *sr = scores + r * C;
-        for (int s = 0; s <= r; ++s) {
-          lr[s] = b[r] * kk[s] * dr[s];
-          sr[s] = qk[s] * dr[s];
-        }
-      }
-      // Right-hand side beta_r (v_r - gamma_r h0^T k_r) and the inter-chunk output gamma_r h0^T
-      // q_r, with gamma_r = exp(G_r) (G_r a cumsum of same-sign terms from the chunk start).
-      Real G = 0;
-      for (int r = 0; r < n; ++r) {
-        G += g[c0 + r];
-        const Real gamma = std::exp(G);
-        RowMap(v_new + r * K) =
-            b[r] * (ConstRowMap(V + r * K) - gamma * combine_rows(Kc + r * K, 1, h, K));
-        RowMap(o + static_cast<std::size_t>(c0 + r) * K) = gamma * combine_rows(Q + r * K, 1, h, K);
-      }
-      // Forward substitution with I + L (the UT transform), row by row; row r of V_new is final
-      // once the rows above are, so its intra-chunk output term follows at once.
-      for (int r = 0; r < n; ++r) {
-        RowMap(v_new + r * K) -= combine_rows(lower + r * C, 1, v_new, r);
-        RowMap(o + static_cast<std::size_t>(c0 + r) * K) +=
-            combine_rows(scores + r * C, 1, v_new, r + 1);
-      }
-      // State leaving the chunk: gamma_n h0 + sum_s Gamma_{n-1,s} k_s v_new_s^T, row by row.
-      const Real* last = decay + (n - 1) * C;
-      const Real gamma_last = std::exp(G);
-      for (int i = 0; i < K; ++i) {
-        for (int s = 0; s < n; ++s) coef[s] = last[s] * Kc[s * K + i];
-        RowMap row(h + i * K);
-        row = gamma_last * row + combine_rows(coef, 1, v_new, n);
-      }
-    }
-  }
-
-  // Sequential backward (header, notes §A2.4(a)) from zero initial and final-state gradients:
-  // dq, dk, dv [T, K], dg, dbeta [T] (overwritten) from d_o [T, K], recomputing the states of
-  // each chunk from chunk_states (as chunked_forward wrote them with the same `chunk`).
-  static void backward(const Real* q, const Real* k, const Real* v, const Real* g, const Real* beta,
-                       int T, int chunk, const Real* chunk_states, const Real* d_o, Real* dq,
-                       Real* dk, Real* dv, Real* dg, Real* dbeta) {
-    require(chunk >= 1, "GatedDeltaRule::backward", "chunk must be at least 1");
-    using MatMap = Eigen::Map<Mat>;
-    using ConstMatMap = Eigen::Map<const Mat>;
-    using VecMap = Eigen::Map<Vec>;
-    using ConstVecMap = Eigen::Map<const Vec>;
-    // states [chunk + 1, K, K]: states[i] = h before token c0 + i; dh [K, K]; u [chunk, K].
-    std::vector<Real> buffer(static_cast<std::size_t>(chunk + 2) * K * K +
-                             static_cast<std::size_t>(chunk) * K);
-    Real* states = buffer.data();
-    MatMap dh(states + static_cast<std::size_t>(chunk + 1) * K * K);
-    Real* us = dh.data() + K * K;
-    dh.setZero();
-    const int chunks = (T + chunk - 1) / chunk;
-    for (int c = chunks - 1; c >= 0; --c) {
-      const int c0 = c * chunk, n = std::min(chunk, T - c0);
-      std::copy(chunk_states + static_cast<std::size_t>(c) * K * K,
-                chunk_states + static_cast<std::size_t>(c + 1) * K * K, states);
-      for (int i = 0; i < n; ++i) {
-        Real* next = states + static_cast<std::size_t>(i + 1) * K * K;
-        std::copy(states + static_cast<std::size_t>(i) * K * K, next, next);
-        Real o_unused[K];
-        const int t = c0 + i;
-        step(q + t * K, k + t * K, v + t * K, g[t], beta[t], next, o_unused, us + i * K);
-      }
-      for (int i = n - 1; i >= 0; --i) {
-        const int t = c0 + i;
-        const ConstMatMap prev(states + static_cast<std::size_t>(i) * K * K),
-            cur(prev.data() + K * K);
-        const ConstVecMap qt(q + t * K), kt(k + t * K), dot(d_o + t * K), u(us + i * K);
-        const Real alpha = std::exp(g[t]), b = beta[t];
-        VecMap(dq + t * K).noalias() = cur.lazyProduct(dot);  // inline, not Eigen's GEMV call
-        dh.noalias() += qt * dot.transpose();
-        const Vec du = b * combine_rows(k + t * K, 1, dh.data(), K).transpose();  // beta dh^T k
-        const Vec dhu = dh.lazyProduct(u);
-        dbeta[t] = kt.dot(dhu);
-        VecMap(dk + t * K).noalias() = b * dhu - alpha * prev.lazyProduct(du);
-        dh.noalias() -= kt * du.transpose();  // dh~
-        dg[t] = alpha * dh.cwiseProduct(prev).sum();
-        dh *= alpha;
-        VecMap(dv + t * K) = du;
-      }
-    }
-  }
-};
-
-template <Shape S, class RealT = float>
-class GatedDeltaNet {
+// The layer with the recurrence of each (sequence, head) in the form Form<Real, Dh>
+// (GatedDeltaRecurrent or GatedDeltaChunked); GatedDeltaNet below is the one to use.
+template <Shape S, class RealT = float, template <class, int> class Form = GatedDeltaChunked>
+class GatedDeltaNetMixer {
  public:
   using Real = RealT;
   static constexpr std::string_view name = "gated_deltanet";
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
-  static constexpr int kConv = 4;                // short-conv kernel (FLA conv_size)
-  static constexpr int kChunk = 16;              // chunk length of the training forward
-  static constexpr double kL2Eps = 1e-6;         // FLA l2norm eps
-  static constexpr double kNormEps = 1e-5;       // FLA norm_eps of FusedRMSNormGated
-  static constexpr double kMinLogDecay = -1000;  // g clamp: exp(-1000) == 0 in float and double
-  using Rule = GatedDeltaRule<Real, Dh>;
-  static_assert(kChunk <= Rule::kMaxChunk);
+  static constexpr int kConv = 4;                   // short-conv kernel (FLA conv_size)
+  static constexpr int kChunk = 16;                 // chunk length of the training forward
+  static constexpr double kL2Eps = 1e-6;            // FLA l2norm eps
+  static constexpr double kNormEps = 1e-5;          // FLA norm_eps of FusedRMSNormGated
+  static constexpr double kMinLogDecay = -1000;     // g clamp: exp(-1000) == 0 in float and double
+  using Rule = Form<Real, Dh>;                      // forward and backward of a sequence
+  using Recurrent = GatedDeltaRecurrent<Real, Dh>;  // step() of decoding
+  static_assert(kChunk <= GatedDeltaChunked<Real, Dh>::kMaxChunk);
 
   static constexpr auto layout = layout_of(std::array{
       TensorSpec{"q_proj.weight", D, D, true},
@@ -460,8 +239,8 @@ class GatedDeltaNet {
       conv_silu_l2(acts.k_pre + rows * D + col, params + k_conv + col * kConv, T, k, Real(1));
       conv_silu(acts.v_pre + rows * D + col, params + v_conv + col * kConv, T, v);
       std::vector<Real> state(static_cast<std::size_t>(Dh) * Dh, Real(0));  // h_{-1} = 0
-      Rule::chunked_forward(q, k, v, g, beta, T, kChunk, o, state.data(),
-                            acts.states + static_cast<std::size_t>(bh) * chunks(T) * Dh * Dh);
+      Rule::forward(q, k, v, g, beta, T, kChunk, o, state.data(),
+                    acts.states + static_cast<std::size_t>(bh) * chunks(T) * Dh * Dh);
       for (int t = 0; t < T; ++t)
         norm_gate(o + t * Dh, acts.g_pre + (rows + t) * D + col, params + norm_weight,
                   acts.heads + (rows + t) * D + col);
@@ -608,8 +387,8 @@ class GatedDeltaNet {
       l2_normalise(act.data() + h * Dh, Real(1) / std::sqrt(Real(Dh)), q);
       l2_normalise(act.data() + D + h * Dh, Real(1), k);
       const Real g = log_decay(params[a_log + h], ab[h] + params[dt_bias + h]);
-      Rule::step(q, k, v, g, sigmoid(ab[H + h]),
-                 state.h.data() + static_cast<std::size_t>(h) * Dh * Dh, o);
+      Recurrent::step(q, k, v, g, sigmoid(ab[H + h]),
+                      state.h.data() + static_cast<std::size_t>(h) * Dh * Dh, o);
       norm_gate(o, pre.data() + 3 * D + h * Dh, params + norm_weight, heads.data() + h * Dh);
     }
     project(y_t, heads.data(), params + o_weight, 1, D);
@@ -744,5 +523,12 @@ class GatedDeltaNet {
     HeadMap{d_o} = r * (dn - n * mean_dn_n);
   }
 };
+
+// The form of the recurrence, chosen here and nowhere else: a whole sequence (training, and the
+// forward of a prompt) goes through the chunked form, chunks of kChunk = 16 tokens (the form FLA
+// trains with); decoding (step(), one token at a time) through the recurrent form's step. Both
+// forms share the backward.
+template <Shape S, class RealT = float>
+using GatedDeltaNet = GatedDeltaNetMixer<S, RealT, GatedDeltaChunked>;
 
 }  // namespace emergent

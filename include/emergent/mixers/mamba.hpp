@@ -63,17 +63,16 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/nn/linear.hpp>
+#include <emergent/nn/softplus.hpp>
 #include <memory>
 #include <string_view>
 #include <vector>
-
-#include "../core/layout.hpp"
-#include "../core/parallel.hpp"
-#include "../core/philox.hpp"
-#include "../core/shape.hpp"
-#include "../nn/linear.hpp"
-#include "../nn/softplus.hpp"
-#include "mixer.hpp"
 
 namespace emergent {
 

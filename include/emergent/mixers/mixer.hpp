@@ -18,31 +18,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-
-#include "../core/arena.hpp"
+#include <emergent/core/arena.hpp>
+#include <emergent/nn/mixer_context.hpp>
 
 namespace emergent {
-
-// Run-time inputs of a mixer that do not change the architecture.
-template <class Real>
-struct MixerContext {
-  int batch = 0;
-  int length = 0;
-  // Additive attention bias c * P[query, key], P [length, length]; null when there is none.
-  // Mixers without attention logits ignore it.
-  const Real* bias_pattern = nullptr;
-  Real bias_strength = 0;
-  // Used by bidirectional mixers (causal ones ignore them):
-  //   lengths [batch]: the real tokens of each sequence; keys at or past a sequence's length are
-  //     padding and get no attention. Null: every sequence is `length` long.
-  //   head_bias_strength [heads]: added to bias_strength per head (a learned per-head slope).
-  //   bias_strength_grad [heads]: where backward accumulates dL/d(strength) of each head, the
-  //     derivative of the loss along adding strength * P to that head's scores (needs the
-  //     pattern, even at strength 0).
-  const int* lengths = nullptr;
-  const Real* head_bias_strength = nullptr;
-  Real* bias_strength_grad = nullptr;
-};
 
 // Whether a mixer's output at t depends on positions after t: a mixer may declare
 // `static constexpr bool causal = false`; otherwise it is causal.

@@ -66,13 +66,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/mixer.hpp>
 #include <string_view>
-
-#include "../core/layout.hpp"
-#include "../core/parallel.hpp"
-#include "../core/philox.hpp"
-#include "../core/shape.hpp"
-#include "mixer.hpp"
 
 namespace emergent {
 

@@ -68,14 +68,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/nn/linear.hpp>
 #include <string_view>
 #include <vector>
-
-#include "../core/layout.hpp"
-#include "../core/parallel.hpp"
-#include "../core/shape.hpp"
-#include "../nn/linear.hpp"
-#include "mixer.hpp"
 
 namespace emergent {
 

@@ -23,13 +23,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/model/model.hpp>
 #include <memory>
 #include <span>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../core/parallel.hpp"
-#include "model.hpp"
 
 namespace emergent {
 

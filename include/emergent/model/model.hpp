@@ -19,23 +19,22 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/arena.hpp>
+#include <emergent/core/error.hpp>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/model/parameter_tensors.hpp>
+#include <emergent/model/pre_ln_blocks.hpp>
+#include <emergent/nn/cross_entropy.hpp>
+#include <emergent/nn/embedding.hpp>
+#include <emergent/nn/layernorm.hpp>
+#include <emergent/nn/linear.hpp>
+#include <emergent/nn/mlp.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "../core/arena.hpp"
-#include "../core/error.hpp"
-#include "../core/layout.hpp"
-#include "../core/philox.hpp"
-#include "../core/shape.hpp"
-#include "../mixers/mixer.hpp"
-#include "../nn/cross_entropy.hpp"
-#include "../nn/embedding.hpp"
-#include "../nn/layernorm.hpp"
-#include "../nn/linear.hpp"
-#include "../nn/mlp.hpp"
-#include "parameter_tensors.hpp"
-#include "pre_ln_blocks.hpp"
 
 namespace emergent {
 

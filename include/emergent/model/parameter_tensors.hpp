@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/philox.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "../core/layout.hpp"
-#include "../core/philox.hpp"
 
 namespace emergent {
 

@@ -8,15 +8,14 @@
 
 #include <array>
 #include <cstddef>
+#include <emergent/core/arena.hpp>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/mixers/mixer.hpp>
+#include <emergent/model/parameter_tensors.hpp>
+#include <emergent/nn/layernorm.hpp>
 #include <string>
 #include <vector>
-
-#include "../core/arena.hpp"
-#include "../core/layout.hpp"
-#include "../core/shape.hpp"
-#include "../mixers/mixer.hpp"
-#include "../nn/layernorm.hpp"
-#include "parameter_tensors.hpp"
 
 namespace emergent {
 

@@ -7,8 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-
-#include "../core/parallel.hpp"
+#include <emergent/core/parallel.hpp>
 
 namespace emergent::nn {
 

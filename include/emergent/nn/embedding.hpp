@@ -2,8 +2,7 @@
 #pragma once
 
 #include <cstdint>
-
-#include "../core/parallel.hpp"
+#include <emergent/core/parallel.hpp>
 
 namespace emergent::nn {
 

@@ -7,9 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/parallel.hpp>
 #include <unsupported/Eigen/SpecialFunctions>
-
-#include "../core/parallel.hpp"
 
 namespace emergent::nn {
 

@@ -31,13 +31,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <emergent/core/avx512.hpp>
+#include <emergent/core/cpu.hpp>
+#include <emergent/core/simd.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "../core/avx512.hpp"
-#include "../core/cpu.hpp"
-#include "../core/simd.hpp"
 #if defined(_OPENMP)
 #include <omp.h>
 #endif

@@ -6,8 +6,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
-
-#include "../core/parallel.hpp"
+#include <emergent/core/parallel.hpp>
 
 namespace emergent::nn {
 

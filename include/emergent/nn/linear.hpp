@@ -10,9 +10,8 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <emergent/nn/gemm.hpp>
 #include <type_traits>
-
-#include "gemm.hpp"
 
 namespace emergent::nn {
 

@@ -11,14 +11,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <emergent/core/arena.hpp>
+#include <emergent/core/layout.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/nn/gelu.hpp>
+#include <emergent/nn/linear.hpp>
+#include <emergent/nn/mixer_context.hpp>
 #include <string_view>
-
-#include "../core/arena.hpp"
-#include "../core/layout.hpp"
-#include "../core/shape.hpp"
-#include "../mixers/mixer.hpp"
-#include "gelu.hpp"
-#include "linear.hpp"
 
 namespace emergent {
 

@@ -11,11 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/parallel.hpp>
 #include <span>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../core/parallel.hpp"
 
 namespace emergent {
 

@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <string>
-
-#include "../core/error.hpp"
 
 namespace emergent {
 

@@ -5,11 +5,10 @@
 #pragma once
 
 #include <cmath>
+#include <emergent/core/error.hpp>
+#include <emergent/reference/matrix.hpp>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/reference/matrix.hpp"
 
 namespace emergent::reference {
 

@@ -15,10 +15,9 @@
 #pragma once
 
 #include <cmath>
+#include <emergent/core/error.hpp>
+#include <emergent/reference/matrix.hpp>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/reference/matrix.hpp"
 
 namespace emergent::reference {
 

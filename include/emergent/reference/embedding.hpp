@@ -3,11 +3,10 @@
 // Backward scatter-adds the output gradient into the rows of both tables that were read.
 #pragma once
 
+#include <emergent/core/error.hpp>
+#include <emergent/reference/matrix.hpp>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/reference/matrix.hpp"
 
 namespace emergent::reference {
 

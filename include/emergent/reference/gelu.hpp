@@ -3,9 +3,8 @@
 #pragma once
 
 #include <cmath>
+#include <emergent/reference/matrix.hpp>
 #include <numbers>
-
-#include "emergent/reference/matrix.hpp"
 
 namespace emergent::reference {
 

@@ -5,9 +5,8 @@
 #pragma once
 
 #include <cmath>
-
-#include "emergent/core/error.hpp"
-#include "emergent/reference/matrix.hpp"
+#include <emergent/core/error.hpp>
+#include <emergent/reference/matrix.hpp>
 
 namespace emergent::reference {
 

@@ -3,8 +3,8 @@
 // The overloads without a bias serve the head (logits = y head.weight^T).
 #pragma once
 
-#include "emergent/core/error.hpp"
-#include "emergent/reference/matrix.hpp"
+#include <emergent/core/error.hpp>
+#include <emergent/reference/matrix.hpp>
 
 namespace emergent::reference {
 

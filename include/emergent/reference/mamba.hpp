@@ -22,12 +22,11 @@
 #pragma once
 
 #include <cmath>
+#include <emergent/core/error.hpp>
+#include <emergent/reference/linear.hpp>
+#include <emergent/reference/matrix.hpp>
+#include <emergent/reference/mixer.hpp>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/reference/linear.hpp"
-#include "emergent/reference/matrix.hpp"
-#include "emergent/reference/mixer.hpp"
 
 namespace emergent::reference {
 

@@ -10,10 +10,9 @@
 // A vector parameter is a [1, cols] matrix; a gradient has the shape of its parameter.
 #pragma once
 
+#include <emergent/reference/matrix.hpp>
 #include <map>
 #include <string>
-
-#include "emergent/reference/matrix.hpp"
 
 namespace emergent::reference {
 

@@ -9,9 +9,9 @@
 //   db[i]   = sum_d dy[i,d]                  entries of rows i >= T get no gradient
 #pragma once
 
-#include "emergent/core/error.hpp"
-#include "emergent/reference/matrix.hpp"
-#include "emergent/reference/mixer.hpp"
+#include <emergent/core/error.hpp>
+#include <emergent/reference/matrix.hpp>
+#include <emergent/reference/mixer.hpp>
 
 namespace emergent::reference {
 

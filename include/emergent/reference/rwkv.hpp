@@ -23,13 +23,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <emergent/core/error.hpp>
+#include <emergent/reference/linear.hpp>
+#include <emergent/reference/matrix.hpp>
+#include <emergent/reference/mixer.hpp>
 #include <limits>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/reference/linear.hpp"
-#include "emergent/reference/matrix.hpp"
-#include "emergent/reference/mixer.hpp"
 
 namespace emergent::reference {
 

@@ -7,20 +7,19 @@
 // weights) are stored as 1-row matrices [1,n]. Activations are [B*T, width], row b*T + t.
 #pragma once
 
+#include <emergent/core/error.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/reference/cross_entropy.hpp>
+#include <emergent/reference/dot_attention.hpp>
+#include <emergent/reference/embedding.hpp>
+#include <emergent/reference/gelu.hpp>
+#include <emergent/reference/layernorm.hpp>
+#include <emergent/reference/linear.hpp>
+#include <emergent/reference/matrix.hpp>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/core/shape.hpp"
-#include "emergent/reference/cross_entropy.hpp"
-#include "emergent/reference/dot_attention.hpp"
-#include "emergent/reference/embedding.hpp"
-#include "emergent/reference/gelu.hpp"
-#include "emergent/reference/layernorm.hpp"
-#include "emergent/reference/linear.hpp"
-#include "emergent/reference/matrix.hpp"
 
 namespace emergent::reference {
 

@@ -19,18 +19,17 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/task.hpp>
 #include <memory>
 #include <numeric>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/core/philox.hpp"
-#include "emergent/core/shape.hpp"
-#include "emergent/experiment/parameters.hpp"
-#include "task.hpp"
 
 namespace emergent {
 

@@ -24,13 +24,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/settings/parameters.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "emergent/core/error.hpp"
-#include "emergent/core/philox.hpp"
-#include "emergent/experiment/parameters.hpp"
 
 namespace emergent {
 

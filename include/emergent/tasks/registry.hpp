@@ -2,15 +2,14 @@
 // add a task: its header, its tests, and one line below.
 #pragma once
 
+#include <emergent/core/error.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/cellular_automaton.hpp>
+#include <emergent/tasks/linear_map.hpp>
+#include <emergent/tasks/task.hpp>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../core/shape.hpp"
-#include "../experiment/parameters.hpp"
-#include "cellular_automaton.hpp"
-#include "linear_map.hpp"
-#include "task.hpp"
 
 namespace emergent {
 

@@ -8,7 +8,7 @@
 //
 // A task also declares itself (tasks/registry.hpp lists the declared ones):
 //   static constexpr const char* task_name;          config "task"
-//   static std::vector<Parameter> parameters();      its settings (experiment/parameters.hpp)
+//   static std::vector<Parameter> parameters();      its settings (settings/parameters.hpp)
 //   static Shape default_shape();                    the model it is trained with by default
 //   static TaskSetup setup(const ParameterValues&);  the task, its emergence metric and thresholds
 #pragma once

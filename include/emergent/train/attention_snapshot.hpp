@@ -14,12 +14,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <emergent/core/error.hpp>
+#include <emergent/io/safetensors.hpp>
 #include <filesystem>
 #include <span>
 #include <string>
-
-#include "../core/error.hpp"
-#include "../io/safetensors.hpp"
 
 namespace emergent {
 

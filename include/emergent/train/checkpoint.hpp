@@ -10,16 +10,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <emergent/core/error.hpp>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/model/model.hpp>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../io/safetensors.hpp"
-#include "../model/model.hpp"
 
 namespace emergent {
 

@@ -1,21 +1,20 @@
 // One compiled model (a Model<Mixer, Shape> type) behind a run-time interface: what the trainer
 // and evaluation need of a model, and nothing else. The trainer (train/trainer.hpp), its JSON,
 // checkpoints and metrics are then ordinary code compiled once per program, and a shape compiled
-// on demand (examples/cli/shape_compiler.hpp) instantiates only this file's CompiledModel<Net>:
+// on demand (apps/cli/shape_compiler.hpp) instantiates only this file's CompiledModel<Net>:
 // the numerical code, whose compile time is the price of a specialised binary.
 #pragma once
 
 #include <cstdint>
+#include <emergent/analysis/attention_summary.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/model/data_parallel.hpp>
+#include <emergent/model/model.hpp>
+#include <emergent/tasks/task.hpp>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "../analysis/attention_summary.hpp"
-#include "../core/shape.hpp"
-#include "../model/data_parallel.hpp"
-#include "../model/model.hpp"
-#include "../tasks/task.hpp"
 
 namespace emergent {
 

@@ -1,6 +1,6 @@
 // Everything needed to rerun a training run, written to <run>/config.json: the task and its
 // declared parameters (tasks/registry.hpp), the model (mixer and shape) and the training
-// settings, each declared once (experiment/parameters.hpp). config.json is one flat object whose
+// settings, each declared once (settings/parameters.hpp). config.json is one flat object whose
 // keys are the declared names, the same names the CLI takes as flags and sweeps take as axes:
 //   {"task": "linear-map", "S": 16, "s": 3, "task_seed": 0, "mixer": "dot_attention",
 //    "vocab": 2, "d_model": 128, ..., "seed": 0, "steps": 10000, "lr": 0.001, ...}
@@ -13,19 +13,18 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/core/shape.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/settings/mixer_catalog.hpp>
+#include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/registry.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../core/shape.hpp"
-#include "../experiment/mixer_catalog.hpp"
-#include "../experiment/parameters.hpp"
-#include "../io/json.hpp"
-#include "../tasks/registry.hpp"
 
 namespace emergent {
 

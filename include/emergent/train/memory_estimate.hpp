@@ -17,11 +17,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <emergent/core/error.hpp>
+#include <emergent/train/config.hpp>
 #include <fstream>
 #include <string>
-
-#include "../core/error.hpp"
-#include "config.hpp"
 
 namespace emergent {
 

@@ -4,13 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <emergent/io/text_file.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "../io/text_file.hpp"
 
 namespace emergent {
 

@@ -15,6 +15,11 @@
 #pragma once
 
 #include <cstdint>
+#include <emergent/core/error.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/io/text_file.hpp>
+#include <emergent/train/checkpoint.hpp>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -22,12 +27,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../io/json.hpp"
-#include "../io/safetensors.hpp"
-#include "../io/text_file.hpp"
-#include "checkpoint.hpp"
 
 namespace emergent {
 

@@ -1,5 +1,5 @@
 // What every trainer of a run folder shares (the CPU's RunTrainer, train/trainer.hpp, and the
-// device ensembles', cuda/ensemble_trainer.cuh), so that a run folder is the same whichever
+// device ensembles', train/ensemble_trainer.cuh), so that a run folder is the same whichever
 // backend wrote it and either can resume it:
 //   bind_train_run           config.json of a new run, or the check that a resumed one is the
 //                            same run (train/run_binding.hpp)
@@ -14,6 +14,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <emergent/analysis/attention_summary.hpp>
+#include <emergent/analysis/emergence.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/io/text_file.hpp>
+#include <emergent/train/compiled_model.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/metrics_file.hpp>
+#include <emergent/train/run_binding.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,15 +30,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include "../analysis/attention_summary.hpp"
-#include "../analysis/emergence.hpp"
-#include "../io/json.hpp"
-#include "../io/text_file.hpp"
-#include "compiled_model.hpp"
-#include "config.hpp"
-#include "metrics_file.hpp"
-#include "run_binding.hpp"
 
 namespace emergent {
 

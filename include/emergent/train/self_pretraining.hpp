@@ -31,6 +31,24 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <emergent/analysis/proximity.hpp>
+#include <emergent/core/error.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/core/philox.hpp>
+#include <emergent/io/safetensors.hpp>
+#include <emergent/io/text_file.hpp>
+#include <emergent/model/encoder.hpp>
+#include <emergent/optim/adamw.hpp>
+#include <emergent/optim/schedule.hpp>
+#include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/listops.hpp>
+#include <emergent/train/checkpoint.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/memory_estimate.hpp>
+#include <emergent/train/metrics_file.hpp>
+#include <emergent/train/run_binding.hpp>
+#include <emergent/train/run_lock.hpp>
+#include <emergent/train/self_pretraining_config.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -39,25 +57,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "../analysis/proximity.hpp"
-#include "../core/error.hpp"
-#include "../core/parallel.hpp"
-#include "../core/philox.hpp"
-#include "../experiment/parameters.hpp"
-#include "../io/safetensors.hpp"
-#include "../io/text_file.hpp"
-#include "../model/encoder.hpp"
-#include "../optim/adamw.hpp"
-#include "../optim/schedule.hpp"
-#include "../tasks/listops.hpp"
-#include "checkpoint.hpp"
-#include "config.hpp"
-#include "memory_estimate.hpp"
-#include "metrics_file.hpp"
-#include "run_binding.hpp"
-#include "run_lock.hpp"
-#include "self_pretraining_config.hpp"
 
 namespace emergent {
 

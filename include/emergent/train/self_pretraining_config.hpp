@@ -2,13 +2,12 @@
 // checks: what the command line and the sweep runner need without the model behind them.
 #pragma once
 
+#include <emergent/core/error.hpp>
+#include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/listops.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "../core/error.hpp"
-#include "../experiment/parameters.hpp"
-#include "../tasks/listops.hpp"
 
 namespace emergent {
 

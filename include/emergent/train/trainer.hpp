@@ -29,6 +29,22 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <emergent/analysis/attention_summary.hpp>
+#include <emergent/analysis/emergence.hpp>
+#include <emergent/core/error.hpp>
+#include <emergent/core/parallel.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/io/text_file.hpp>
+#include <emergent/model/data_parallel.hpp>
+#include <emergent/optim/adamw.hpp>
+#include <emergent/optim/schedule.hpp>
+#include <emergent/train/attention_snapshot.hpp>
+#include <emergent/train/checkpoint.hpp>
+#include <emergent/train/compiled_model.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/memory_estimate.hpp>
+#include <emergent/train/run_folder.hpp>
+#include <emergent/train/run_lock.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -37,23 +53,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "../analysis/attention_summary.hpp"
-#include "../analysis/emergence.hpp"
-#include "../core/error.hpp"
-#include "../core/parallel.hpp"
-#include "../io/json.hpp"
-#include "../io/text_file.hpp"
-#include "../model/data_parallel.hpp"
-#include "../optim/adamw.hpp"
-#include "../optim/schedule.hpp"
-#include "attention_snapshot.hpp"
-#include "checkpoint.hpp"
-#include "compiled_model.hpp"
-#include "config.hpp"
-#include "memory_estimate.hpp"
-#include "run_folder.hpp"
-#include "run_lock.hpp"
 
 namespace emergent {
 

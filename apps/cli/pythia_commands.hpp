@@ -1,0 +1,262 @@
+// `emergent pythia ...`: the paper's Pythia analysis on a folder of GPT-NeoX checkpoints
+// (analysis/checkpoint_search.hpp describes the suite layout; docs/pythia.md is the guide).
+//
+//   emergent pythia curve     --suite DIR [prompt options] [--json F]   p(target) at every
+//   checkpoint emergent pythia emergence --suite DIR [prompt options] [--json F]   binary search
+//   for the first
+//                                                                       solving checkpoint
+//   emergent pythia patch     --pre DIR --post DIR [prompt options] [--top K] [--json F]
+//                             (or --suite DIR --pre-step N --post-step M)
+// Prompt options: --kind repetition|induction|pattern|ioi [--prompt-seed N] [--length N]
+// (analysis/capability_prompts.hpp; repetition, seed 0, length 8 is the paper's prompt), or
+// --prompt TEXT --target TEXT. --tokenizer F overrides the suite's tokenizer.json.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <emergent/analysis/attention_patching.hpp>
+#include <emergent/analysis/capability_prompts.hpp>
+#include <emergent/analysis/checkpoint_search.hpp>
+#include <emergent/analysis/next_token.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/io/tokenizer.hpp>
+#include <emergent/neox/load_checkpoint.hpp>
+#include <emergent/settings/parameters.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace emergent::cli {
+
+class PythiaCommands {
+ public:
+  explicit PythiaCommands(CLI::App& app) {
+    pythia_ = app.add_subcommand(
+        "pythia", "capability emergence and attention patching on GPT-NeoX checkpoints");
+    pythia_->require_subcommand(1);
+    curve_ = pythia_->add_subcommand(
+        "curve", "p(target) and the greedy token at every checkpoint of a suite");
+    emergence_ = pythia_->add_subcommand(
+        "emergence", "binary search for the first checkpoint that solves the prompt");
+    patch_ = pythia_->add_subcommand(
+        "patch",
+        "patch each head's attention pattern from a post- into a pre-emergence checkpoint");
+    for (CLI::App* command : {curve_, emergence_, patch_}) {
+      command
+          ->add_option("--kind", kind_,
+                       "capability prompt kind: repetition, induction, pattern, ioi")
+          ->capture_default_str();
+      command->add_option("--prompt-seed", prompt_seed_, "seed of the generated prompt")
+          ->check(CLI::Range(std::int64_t(0), std::int64_t(limits::kSeed)))
+          ->capture_default_str();
+      command->add_option("--length", length_, "repeated items in the generated prompt")
+          ->check(CLI::Range(1, 100000))
+          ->capture_default_str();
+      command->add_option("--prompt", prompt_text_, "a prompt of your own (with --target)");
+      command->add_option("--target", target_text_, "the expected next token's text, e.g. \" 3\"");
+      command->add_option("--tokenizer", tokenizer_, "tokenizer.json (default: the suite's)");
+      command->add_option("--json", json_, "also write the result as JSON to this file");
+    }
+    for (CLI::App* command : {curve_, emergence_})
+      command->add_option("--suite", suite_, "folder of step<N> checkpoints")->required();
+    patch_->add_option("--suite", suite_,
+                       "folder of step<N> checkpoints (with --pre-step and --post-step)");
+    patch_->add_option("--pre", pre_, "pre-emergence checkpoint folder");
+    patch_->add_option("--post", post_, "post-emergence checkpoint folder");
+    patch_->add_option("--pre-step", pre_step_, "pre-emergence step in --suite");
+    patch_->add_option("--post-step", post_step_, "post-emergence step in --suite");
+    patch_->add_option("--top", top_k_, "heads patched together at the end")
+        ->check(CLI::Range(1, int(limits::kHeads)))
+        ->capture_default_str();
+  }
+
+  bool selected() const { return pythia_->parsed(); }
+
+  void run() const {
+    if (curve_->parsed())
+      run_curve();
+    else if (emergence_->parsed())
+      run_emergence();
+    else
+      run_patch();
+  }
+
+ private:
+  struct Setup {
+    CapabilityPrompt prompt;
+    CapabilityTokens tokens;
+    std::unique_ptr<BpeTokenizer> tokenizer;
+  };
+
+  // `default_tokenizer` is looked up only when --tokenizer is not given (a suite need not hold
+  // one).
+  Setup prepare(const std::function<std::filesystem::path()>& default_tokenizer) const {
+    Setup s;
+    if (!prompt_text_.empty() || !target_text_.empty()) {
+      require(!prompt_text_.empty() && !target_text_.empty(), "pythia",
+              "--prompt and --target go together");
+      s.prompt = {"custom", prompt_text_, target_text_};
+    } else {
+      s.prompt = make_capability_prompt(kind_, static_cast<std::uint64_t>(prompt_seed_), length_);
+    }
+    s.tokenizer = std::make_unique<BpeTokenizer>(
+        tokenizer_.empty() ? default_tokenizer() : std::filesystem::path(tokenizer_));
+    s.tokens = capability_tokens(*s.tokenizer, s.prompt);
+    std::printf("prompt (%s, %zu tokens): \"%s\" -> \"%s\" (token %d)\n", s.prompt.kind.c_str(),
+                s.tokens.prompt.size(), s.prompt.text.c_str(), s.prompt.target.c_str(),
+                s.tokens.target);
+    return s;
+  }
+
+  static CheckpointEvaluation evaluate(const SuiteCheckpoint& c, const Setup& s) {
+    const neox::LoadedCheckpoint loaded = neox::load_checkpoint(c.folder);
+    const NextTokenPrediction p = predict_next(*loaded.network, s.tokens.prompt, s.tokens.target);
+    return {c.step, loaded.sha256, p.p_target, p.greedy, p.solved};
+  }
+
+  static void print_header() {
+    std::printf("%10s  %-12s  %10s  %-14s  %s\n", "step", "sha256", "p(target)", "greedy",
+                "solved");
+  }
+  // The greedy token's text, or its id where it has none: an embedding row past the tokenizer's
+  // vocabulary (Pythia has 50,304 rows for 50,277 ids) can win, most likely early in training.
+  static std::string token_text(std::int32_t id, const BpeTokenizer& tokenizer) {
+    if (id < 0 || id >= tokenizer.vocab_size()) return "id " + std::to_string(id) + " (no token)";
+    const std::int32_t ids[] = {id};
+    return "\"" + tokenizer.decode(ids) + "\"";
+  }
+  static void print_row(const CheckpointEvaluation& e, const BpeTokenizer& tokenizer) {
+    std::printf("%10lld  %-12s  %10.4f  %-14s  %s\n", (long long)e.step,
+                e.sha256.substr(0, 12).c_str(), e.p_target, token_text(e.greedy, tokenizer).c_str(),
+                e.solved ? "yes" : "no");
+  }
+
+  static nlohmann::json to_json(const CheckpointEvaluation& e) {
+    return {{"step", e.step},
+            {"sha256", e.sha256},
+            {"p_target", e.p_target},
+            {"greedy", e.greedy},
+            {"solved", e.solved}};
+  }
+  static nlohmann::json to_json(const Setup& s) {
+    return {{"kind", s.prompt.kind},
+            {"text", s.prompt.text},
+            {"target", s.prompt.target},
+            {"tokens", s.tokens.prompt},
+            {"target_token", s.tokens.target}};
+  }
+  void write_json(const nlohmann::json& j) const {
+    if (json_.empty()) return;
+    std::ofstream out(json_);
+    out << j.dump(2) << "\n";
+    require(out.good(), json_, "write failed");
+    std::printf("wrote %s\n", json_.c_str());
+  }
+
+  void run_curve() const {
+    const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
+    const Setup s = prepare([&] { return suite_tokenizer(suite_, suite); });
+    print_header();
+    nlohmann::json rows = nlohmann::json::array();
+    for (const SuiteCheckpoint& c : suite) {
+      const CheckpointEvaluation e = evaluate(c, s);
+      print_row(e, *s.tokenizer);
+      rows.push_back(to_json(e));
+    }
+    write_json({{"suite", suite_}, {"prompt", to_json(s)}, {"checkpoints", rows}});
+  }
+
+  void run_emergence() const {
+    const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
+    const Setup s = prepare([&] { return suite_tokenizer(suite_, suite); });
+    std::printf("%zu checkpoints, steps %lld .. %lld\n", suite.size(),
+                (long long)suite.front().step, (long long)suite.back().step);
+    print_header();
+    const EmergenceSearch r = find_emergence(suite, [&](std::size_t i) {
+      const CheckpointEvaluation e = evaluate(suite[i], s);
+      print_row(e, *s.tokenizer);
+      return e;
+    });
+    std::printf("%s after %zu evaluations", r.outcome.c_str(), r.evaluations.size());
+    if (r.emergence_step)
+      std::printf(": last failing step %lld, first solving step %lld, point of emergence %.1f",
+                  (long long)*r.last_failing_step, (long long)*r.first_solving_step,
+                  *r.emergence_step);
+    std::printf("\n");
+    nlohmann::json evaluations = nlohmann::json::array();
+    for (const auto& e : r.evaluations) evaluations.push_back(to_json(e));
+    write_json({{"suite", suite_},
+                {"prompt", to_json(s)},
+                {"outcome", r.outcome},
+                {"last_failing_step", json_or_null(r.last_failing_step)},
+                {"first_solving_step", json_or_null(r.first_solving_step)},
+                {"emergence_step", json_or_null(r.emergence_step)},
+                {"evaluations", evaluations}});
+  }
+
+  void run_patch() const {
+    std::filesystem::path pre = pre_, post = post_;
+    std::function<std::filesystem::path()> default_tokenizer;
+    if (!suite_.empty()) {
+      require(pre_step_ && post_step_, "pythia patch", "--suite needs --pre-step and --post-step");
+      const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
+      auto folder_of = [&](std::int64_t step) {
+        for (const auto& c : suite)
+          if (c.step == step) return c.folder;
+        throw Error(suite_ + ": no checkpoint folder for step " + std::to_string(step));
+      };
+      pre = folder_of(*pre_step_);
+      post = folder_of(*post_step_);
+      default_tokenizer = [this, suite] { return suite_tokenizer(suite_, suite); };
+    } else {
+      require(!pre.empty() && !post.empty(), "pythia patch",
+              "give --pre and --post folders, or --suite with steps");
+      default_tokenizer = [pre] {
+        return std::filesystem::exists(pre / "tokenizer.json")
+                   ? pre / "tokenizer.json"
+                   : pre.parent_path() / "tokenizer.json";
+      };
+    }
+    const Setup s = prepare(default_tokenizer);
+    const neox::LoadedCheckpoint a = neox::load_checkpoint(pre), b = neox::load_checkpoint(post);
+    std::printf("pre  %s  sha256 %s\npost %s  sha256 %s\n", pre.string().c_str(), a.sha256.c_str(),
+                post.string().c_str(), b.sha256.c_str());
+    const PatchingResult r =
+        patch_attention_heads(*a.network, *b.network, s.tokens.prompt, s.tokens.target, top_k_);
+    std::printf("p(target): pre %.4f  post %.4f\n%6s %5s %10s %10s\n", r.p_pre, r.p_post, "layer",
+                "head", "p patched", "delta p");
+    const std::size_t shown = std::min<std::size_t>(r.heads.size(), 10);
+    for (std::size_t i = 0; i < shown; ++i)
+      std::printf("%6d %5d %10.4f %+10.4f\n", r.heads[i].layer, r.heads[i].head,
+                  r.heads[i].p_patched, r.heads[i].delta_p);
+    std::printf("top %d heads together: p %.4f, %.1f%% of the gap p_post - p_pre recovered\n",
+                r.top_k, r.p_top_k, 100.0 * r.recovered_share);
+    nlohmann::json heads = nlohmann::json::array();
+    for (const auto& h : r.heads)
+      heads.push_back({{"layer", h.layer},
+                       {"head", h.head},
+                       {"p_patched", h.p_patched},
+                       {"delta_p", h.delta_p}});
+    write_json({{"pre", {{"folder", pre.string()}, {"sha256", a.sha256}}},
+                {"post", {{"folder", post.string()}, {"sha256", b.sha256}}},
+                {"prompt", to_json(s)},
+                {"p_pre", r.p_pre},
+                {"p_post", r.p_post},
+                {"heads", heads},
+                {"top_k", r.top_k},
+                {"p_top_k", r.p_top_k},
+                {"recovered_share", r.recovered_share}});
+  }
+
+  CLI::App *pythia_ = nullptr, *curve_ = nullptr, *emergence_ = nullptr, *patch_ = nullptr;
+  std::string kind_ = "repetition", prompt_text_, target_text_, tokenizer_, json_, suite_, pre_,
+              post_;
+  std::int64_t prompt_seed_ = 0;
+  int length_ = 8, top_k_ = 2;
+  std::optional<std::int64_t> pre_step_, post_step_;
+};
+
+}  // namespace emergent::cli

@@ -1,0 +1,128 @@
+// A sweep's plan: the runs of a sweep file resolved and checked (ids, labels, configs as each
+// run folder's config.json holds them), which of them are done, how they group into device
+// ensembles, and a finished run's result row. The `emergent sweep` program (apps/cli/) adds the
+// processes that train them; a program of one's own can plan and collect a sweep with this alone.
+#pragma once
+
+#include <cstddef>
+#include <emergent/core/error.hpp>
+#include <emergent/experiment/run_id.hpp>
+#include <emergent/experiment/sweep_file.hpp>
+#include <emergent/experiment/sweep_folder.hpp>
+#include <emergent/io/json.hpp>
+#include <emergent/train/config.hpp>
+#include <emergent/train/memory_estimate.hpp>
+#include <emergent/train/run_binding.hpp>
+#include <emergent/train/self_pretraining_config.hpp>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace emergent {
+
+// Runs of the self-pretraining study name task "listops" and run as `emergent spt`.
+inline bool is_self_pretraining(const nlohmann::json& settings) {
+  return settings.contains("task") && settings["task"] == "listops";
+}
+
+// A run's config read from disk, resolved as plan_sweep resolves the sweep's.
+inline nlohmann::json normalised_config(const nlohmann::json& config, const std::string& where) {
+  if (is_self_pretraining(config)) return resolve_self_pretraining(config, where).json();
+  return to_json(train_config_from_json(config, where));
+}
+
+struct PlannedRun {
+  std::string id, label;
+  nlohmann::json config;  // resolved, as config.json holds it
+};
+
+// The runs of a sweep file, resolved and checked (each against this machine's memory), in sweep
+// order. A run's label shows the settings that differ between runs. `complete` finishes a
+// training config before its id is taken: the CLI resolves max_len 0 there, as its registry of
+// compiled shapes does (apps/cli/train_commands.hpp).
+inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file,
+                                          const std::function<void(TrainConfig&)>& complete = {}) {
+  const std::vector<SweepRun> runs = expand_sweep(read_sweep_file(file), file.string());
+  std::map<std::string, std::set<std::string>> seen;
+  for (const SweepRun& r : runs)
+    for (const auto& [key, value] : r.settings.items()) seen[key].insert(value.dump());
+  std::vector<PlannedRun> planned;
+  std::set<std::string> ids;
+  const double memory = machine_memory_bytes();
+  for (const SweepRun& r : runs) {
+    nlohmann::json settings = r.settings;
+    if (!settings.contains("threads")) settings["threads"] = 1;
+    std::string label;
+    for (const auto& [key, value] : r.settings.items())
+      if (seen[key].size() > 1 || runs.size() == 1)
+        label += (label.empty() ? "" : " ") + key + "=" + value.dump();
+    const std::string where = r.origin + ", run {" + label + "}";
+    nlohmann::json config;
+    std::string id;
+    if (is_self_pretraining(settings)) {  // `emergent spt` runs (train/self_pretraining.hpp)
+      config = resolve_self_pretraining(settings, where).json();
+      id = run_id(config, self_pretraining_parameters());
+    } else {
+      TrainConfig c = resolve_config(settings, where);
+      if (complete) complete(c);
+      require_memory_fits(estimated_training_bytes(c), memory, "this machine's memory", where,
+                          "batch_tokens and the shape");
+      config = to_json(c);
+      id = run_id(config, declared_parameters(c.task));
+    }
+    require(ids.insert(id).second, r.origin, "run {" + label + "} appears twice in the sweep");
+    planned.push_back({id, label, config});
+  }
+  return planned;
+}
+
+// sweep.json's form of the plan (experiment/sweep_folder.hpp binds a folder to it).
+inline nlohmann::json sweep_plan_json(const std::filesystem::path& file,
+                                      const std::vector<PlannedRun>& runs) {
+  nlohmann::json plan = {{"sweep_file", std::filesystem::absolute(file).string()},
+                         {"runs", nlohmann::json::array()}};
+  for (const PlannedRun& r : runs)
+    plan["runs"].push_back({{"id", r.id}, {"label", r.label}, {"config", r.config}});
+  return plan;
+}
+
+// A run folder's config.json, if there is one, is the sweep's run: an edited one would train
+// another run under this run's id and row.
+inline void require_planned_config(const std::filesystem::path& run_dir, const PlannedRun& r) {
+  const std::filesystem::path path = run_dir / "config.json";
+  if (!std::filesystem::exists(path)) return;
+  const nlohmann::json on_disk = normalised_config(read_json_file(path), path.string());
+  const std::string differences =
+      config_differences({{"sweep.json", r.config}, {"config.json", on_disk}});
+  require(differences.empty(), path.string(),
+          "differs from the sweep's run " + r.id + " {" + r.label + "}: " + differences +
+              ". Restore it (or delete the run folder to train the run anew)");
+}
+
+// The row of a finished run, from its folder's summary.json.
+inline nlohmann::json result_row(const PlannedRun& r, const std::filesystem::path& run_dir) {
+  nlohmann::json result = read_json_file(run_dir / "summary.json");
+  result.erase("wall_s");  // rows hold what the run computed, which is deterministic
+  return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
+}
+
+// The runs that differ only in their seed, as groups in sweep order: a device ensemble each.
+inline std::vector<std::vector<const PlannedRun*>> seed_groups(
+    const std::vector<const PlannedRun*>& runs) {
+  std::vector<std::vector<const PlannedRun*>> groups;
+  std::map<std::string, std::size_t> index;
+  for (const PlannedRun* r : runs) {
+    nlohmann::json key = r->config;
+    key.erase("seed");
+    const auto [at, added] = index.try_emplace(key.dump(), groups.size());
+    if (added) groups.emplace_back();
+    groups[at->second].push_back(r);
+  }
+  return groups;
+}
+
+}  // namespace emergent
