@@ -6,7 +6,7 @@
 //   emergent spt --pretrain-steps 2000 --steps 4000 --out runs/NAME (cli/spt_commands.hpp)
 //   emergent listops --min-length 100 --max-length 500 --count 10
 //   emergent shapes
-//   emergent pythia curve | emergence | patch ...              (pythia_commands.hpp)
+//   emergent pythia curve | emergence | patch ...          (cli/pythia_commands.hpp)
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>

@@ -332,9 +332,9 @@ class SweepCommands {
       for (const PlannedRun* r : group) {
         const std::filesystem::path run_dir = dir / "runs" / r->id;
         std::filesystem::create_directories(run_dir);
-        seeds +=
-            (seeds.empty() ? "" : ",") + std::to_string(r->config.at("seed").get<std::uint64_t>());
-        run_dirs += (run_dirs.empty() ? "" : ",") + run_dir.string();
+        if (!seeds.empty()) seeds += ',', run_dirs += ',';
+        seeds += std::to_string(r->config.at("seed").get<std::uint64_t>());
+        run_dirs += run_dir.string();
       }
       const std::filesystem::path first = dir / "runs" / group.front()->id;
       const std::string config = (first / "ensemble-config.json").string();

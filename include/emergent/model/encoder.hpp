@@ -72,9 +72,18 @@ struct EncoderLosses {
   double total = 0;         // the weighted sum the backward differentiates
 };
 
+// The encoder's own tensors of each layer: a learned proximity slope per head.
+template <Shape S>
+inline constexpr auto kProximityLayout = layout_of(std::array{
+    TensorSpec{"proximity.slope", 0, S.heads, false, Init::zeros},
+});
+
 template <template <Shape, class> class MixerTemplate, Shape S, int Classes, class RealT = float,
           template <Shape, class> class ChannelTemplate = GeluMlp>
-class Encoder {
+class Encoder
+    : public EmbeddedBlocks<PreLnBlocks<MixerTemplate<S, RealT>, ChannelTemplate<S, RealT>, S,
+                                        RealT, kProximityLayout<S>.total>,
+                            S> {
  public:
   static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
   static_assert(Classes >= 2, "a classifier needs at least two classes");
@@ -87,13 +96,7 @@ class Encoder {
   static constexpr Shape shape = S;
   static constexpr int V = S.vocab, D = S.d_model, H = S.heads, L = S.layers, C = Classes;
 
-  static constexpr auto embedding_layout = layout_of(std::array{
-      TensorSpec{"embed.token.weight", V, D, false, Init::normal},
-      TensorSpec{"embed.position.weight", S.max_len, D, false, Init::normal},
-  });
-  static constexpr auto proximity_layout = layout_of(std::array{
-      TensorSpec{"proximity.slope", 0, H, false, Init::zeros},
-  });
+  static constexpr auto proximity_layout = kProximityLayout<S>;
   static constexpr auto final_layout = layout_of(std::array{
       TensorSpec{"final_ln.weight", 0, D, false, Init::ones},
       TensorSpec{"final_ln.bias", 0, D, false, Init::zeros},
@@ -105,20 +108,12 @@ class Encoder {
 
   // Buffer order: embedding, then per layer [ln1, mixer, ln2, channel, proximity], then final.
   using Blocks = PreLnBlocks<Mixer, Channel, S, Real, proximity_layout.total>;
-  static constexpr std::size_t layer_offset(int l) {
-    return embedding_layout.total + Blocks::layer_offset(l);
-  }
-  static constexpr std::size_t mixer_offset(int l) {
-    return embedding_layout.total + Blocks::mixer_offset(l);
-  }
-  static constexpr std::size_t slope_offset(int l) {
-    return embedding_layout.total + Blocks::extra_offset(l);
-  }
-  static constexpr std::size_t final_offset = embedding_layout.total + Blocks::total;
+  using Stack = EmbeddedBlocks<Blocks, S>;
+  using Stack::embedding_layout, Stack::tok, Stack::pos, Stack::layer_offset, Stack::mixer_offset,
+      Stack::final_offset;
+  static constexpr std::size_t slope_offset(int l) { return Stack::extra_offset(l); }
   static constexpr std::size_t parameter_count = final_offset + final_layout.total;
 
-  static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");
-  static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
   static constexpr std::size_t lnf_w = final_offset + offset_of(final_layout, "final_ln.weight");
   static constexpr std::size_t lnf_b = final_offset + offset_of(final_layout, "final_ln.bias");
   static constexpr std::size_t head_w = final_offset + offset_of(final_layout, "head.weight");
@@ -128,11 +123,9 @@ class Encoder {
 
   static std::vector<ParameterTensor> tensors() {
     std::vector<ParameterTensor> out;
-    append_tensors(out, embedding_layout, "", 0);
-    for (int l = 0; l < L; ++l) {
-      Blocks::append_layer_tensors(out, l, embedding_layout.total);
-      append_tensors(out, proximity_layout, "layers." + std::to_string(l) + ".", slope_offset(l));
-    }
+    Stack::append_embedding_and_layers(out, [](std::vector<ParameterTensor>& o, int l) {
+      append_tensors(o, proximity_layout, "layers." + std::to_string(l) + ".", slope_offset(l));
+    });
     append_tensors(out, final_layout, "", final_offset);
     return out;
   }

@@ -51,7 +51,8 @@ struct ForwardInput {
 
 template <template <Shape, class> class MixerTemplate, Shape S, class RealT = float,
           template <Shape, class> class ChannelTemplate = GeluMlp>
-class Model {
+class Model : public EmbeddedBlocks<
+                  PreLnBlocks<MixerTemplate<S, RealT>, ChannelTemplate<S, RealT>, S, RealT>, S> {
  public:
   static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
   using Real = RealT;
@@ -67,11 +68,10 @@ class Model {
   static constexpr Shape shape = S;
   static constexpr int V = S.vocab, D = S.d_model, F = S.d_ff, L = S.layers;
 
-  static constexpr auto embedding_layout = layout_of(std::array{
-      TensorSpec{"embed.token.weight", V, D, false, Init::normal},
-      TensorSpec{"embed.position.weight", S.max_len, D, false, Init::normal},
-  });
   using Blocks = PreLnBlocks<Mixer, Channel, S, Real>;
+  using Stack = EmbeddedBlocks<Blocks, S>;
+  using Stack::embedding_layout, Stack::tok, Stack::pos, Stack::layer_offset, Stack::mixer_offset,
+      Stack::norm2_offset, Stack::channel_offset, Stack::final_offset;
   static constexpr auto final_layout = layout_of(std::array{
       TensorSpec{"final_ln.weight", 0, D, false, Init::ones},
       TensorSpec{"final_ln.bias", 0, D, false, Init::zeros},
@@ -79,20 +79,6 @@ class Model {
   });
 
   // Buffer order: embedding, then per layer [ln1, mixer, ln2, channel], then final LN and head.
-  static constexpr std::size_t layer_size = Blocks::layer_size;
-  static constexpr std::size_t layer_offset(int l) {
-    return embedding_layout.total + Blocks::layer_offset(l);
-  }
-  static constexpr std::size_t mixer_offset(int l) {
-    return embedding_layout.total + Blocks::mixer_offset(l);
-  }
-  static constexpr std::size_t norm2_offset(int l) {
-    return embedding_layout.total + Blocks::norm2_offset(l);
-  }
-  static constexpr std::size_t channel_offset(int l) {
-    return embedding_layout.total + Blocks::channel_offset(l);
-  }
-  static constexpr std::size_t final_offset = embedding_layout.total + Blocks::total;
   static constexpr std::size_t parameter_count =
       final_offset + final_layout.total;  // floats, with padding
   // The model's size as papers count it: values in its tensors, without the alignment padding.
@@ -101,9 +87,7 @@ class Model {
       L * (value_count(Blocks::norm1_layout) + value_count(Mixer::layout) +
            value_count(Blocks::norm2_layout) + value_count(Channel::layout));
 
-  // Named offsets (relative to the start of their group).
-  static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");
-  static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
+  // Named offsets in the whole buffer.
   static constexpr std::size_t lnf_w = final_offset + offset_of(final_layout, "final_ln.weight");
   static constexpr std::size_t lnf_b = final_offset + offset_of(final_layout, "final_ln.bias");
   static constexpr std::size_t head_w = final_offset + offset_of(final_layout, "head.weight");
@@ -111,8 +95,7 @@ class Model {
   // Every tensor with its full name, in buffer order (docs/model.md).
   static std::vector<ParameterTensor> tensors() {
     std::vector<ParameterTensor> out;
-    append_tensors(out, embedding_layout, "", 0);
-    for (int l = 0; l < L; ++l) Blocks::append_layer_tensors(out, l, embedding_layout.total);
+    Stack::append_embedding_and_layers(out, [](auto&, int) {});
     append_tensors(out, final_layout, "", final_offset);
     return out;
   }

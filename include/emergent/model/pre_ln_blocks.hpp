@@ -141,4 +141,46 @@ struct PreLnBlocks {
   }
 };
 
+// The token and position embeddings in front of a PreLnBlocks stack, and where the stack's
+// layers sit in the whole buffer [embedding, blocks, the owner's final tensors]: the layout that
+// Model and Encoder share, and so their checkpoint names "embed.*" and "layers.l.*". Both derive
+// from it; `extra(out, l)` appends the owner's tensors of layer l (the encoder's slopes).
+template <class Blocks, Shape S>
+struct EmbeddedBlocks {
+  static constexpr auto embedding_layout = layout_of(std::array{
+      TensorSpec{"embed.token.weight", S.vocab, S.d_model, false, Init::normal},
+      TensorSpec{"embed.position.weight", S.max_len, S.d_model, false, Init::normal},
+  });
+  static constexpr std::size_t tok = offset_of(embedding_layout, "embed.token.weight");
+  static constexpr std::size_t pos = offset_of(embedding_layout, "embed.position.weight");
+  static constexpr std::size_t blocks_offset = embedding_layout.total;
+  static constexpr std::size_t layer_size = Blocks::layer_size;
+  static constexpr std::size_t layer_offset(int l) {
+    return blocks_offset + Blocks::layer_offset(l);
+  }
+  static constexpr std::size_t mixer_offset(int l) {
+    return blocks_offset + Blocks::mixer_offset(l);
+  }
+  static constexpr std::size_t norm2_offset(int l) {
+    return blocks_offset + Blocks::norm2_offset(l);
+  }
+  static constexpr std::size_t channel_offset(int l) {
+    return blocks_offset + Blocks::channel_offset(l);
+  }
+  static constexpr std::size_t extra_offset(int l) {
+    return blocks_offset + Blocks::extra_offset(l);
+  }
+  static constexpr std::size_t final_offset = blocks_offset + Blocks::total;
+
+  // The embedding's tensors and every layer's, in buffer order (docs/model.md).
+  template <class Extra>
+  static void append_embedding_and_layers(std::vector<ParameterTensor>& out, Extra extra) {
+    append_tensors(out, embedding_layout, "", 0);
+    for (int l = 0; l < S.layers; ++l) {
+      Blocks::append_layer_tensors(out, l, blocks_offset);
+      extra(out, l);
+    }
+  }
+};
+
 }  // namespace emergent
