@@ -11,6 +11,7 @@ packages=(
   cmake g++ make              # toolchain (g++ brings libgomp, our OpenMP runtime)
   libeigen3-dev               # Eigen 3.4: the CPU reference ops
   nlohmann-json3-dev          # JSON: configs, metrics rows, HF config.json / tokenizer.json
+  zlib1g-dev                  # zlib: the complexity filter of the nca task
   doctest-dev                 # test framework (header-only)
   libcli11-dev                # command lines of the programs (header-only)
   libtomlplusplus-dev         # sweep files in TOML (used header-only)

@@ -23,6 +23,14 @@ Group statistics come from `emergent sweep summarize` (one implementation of the
                                                   the proximity of layer 0, and the derivatives
                                                   of both losses along the proximity profile;
                                                   prints the table of docs/self-pretraining.md
+    plot.py prepretraining DIR [DIR ...] --out F.png
+                                                  stage 2 of pre-pretraining (condition: the
+                                                  last component of config init_from, "none"
+                                                  when empty; per task if several): Kaplan-Meier
+                                                  curves of the runs not yet emerged (+ censored,
+                                                  dashed median), the solved share with 95%
+                                                  Wilson intervals; prints the table and the
+                                                  log-rank test (and lifelines' where importable)
 
 Options: --emergent PATH (default build/emergent), --title TEXT.
 Needs Debian's python3-matplotlib and python3-numpy (scripts/install-deps.sh).
@@ -30,6 +38,7 @@ Needs Debian's python3-matplotlib and python3-numpy (scripts/install-deps.sh).
 import argparse
 import json
 import math
+import re
 import struct
 import subprocess
 import tempfile
@@ -632,11 +641,236 @@ def spt(args):
               f"| {stat(at(0, 'd_reconstruction_d_proximity'), 4)} | {stat(at(-1, 'd_reconstruction_d_proximity'), 4)} |")
 
 
+# ----------------------------------------------------------------- pre-pretraining (stage 2)
+# The statistics of experiment/ensemble_statistics.hpp, written again here for groups that
+# `sweep summarize` does not form (a condition named by the last component of init_from, over
+# several sweep folders). Same conventions: a run censored at t is at risk at t, the median is the
+# first time with S <= 0.5, its interval Brookmeyer-Crowley on the log band (R's default).
+Z95 = 1.959963984540054
+
+
+def wilson(successes, trials, z=Z95):
+    """(share, low, high): the Wilson score interval."""
+    if trials == 0:
+        return math.nan, 0.0, 1.0
+    share = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (share + z * z / (2 * trials)) / denominator
+    half = z / denominator * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials))
+    return (share, 0.0 if successes == 0 else max(0.0, centre - half),
+            1.0 if successes == trials else min(1.0, centre + half))
+
+
+def kaplan_meier(runs):
+    """runs: [(time, event)]. One row (time, at risk, events, censored, S) per distinct time."""
+    out, at_risk, survival = [], len(runs), 1.0
+    for t in sorted({r[0] for r in runs}):
+        events = sum(1 for r in runs if r[0] == t and r[1])
+        censored = sum(1 for r in runs if r[0] == t and not r[1])
+        if events:
+            survival *= (at_risk - events) / at_risk
+        out.append((t, at_risk, events, censored, survival))
+        at_risk -= events + censored
+    return out
+
+
+def km_median(runs, z=Z95):
+    """(median, low, high), None where not reached: the first time the curve (its log band's
+    lower and upper end) is <= 0.5; the band is undefined where S = 0, as in R."""
+    curve = kaplan_meier(runs)
+    greenwood, lower, upper = 0.0, [], []
+    for t, n, d, _, s in curve:
+        if 0 < d < n:
+            greenwood += d / (n * (n - d))
+        se = math.sqrt(greenwood)
+        lower.append(s * math.exp(-z * se) if s > 0 else math.nan)
+        upper.append(min(1.0, s * math.exp(z * se)) if s > 0 else math.nan)
+    tolerance = 1.4901161193847656e-08
+
+    def first(values):
+        return next((row[0] for row, v in zip(curve, values) if v <= 0.5 + tolerance), None)
+    return first([row[4] for row in curve]), first(lower), first(upper)
+
+
+def chi_square_sf(x, df):
+    """P(chi-square(df) >= x) for integer df >= 1, in closed form: Q(k, y) = e^-y sum_{i<k} y^i/i!
+    for even df = 2k, and erfc(sqrt y) + e^-y sum_{i=1}^{k} y^(i-1/2) / Gamma(i+1/2) for odd
+    df = 2k + 1 (y = x / 2)."""
+    if x <= 0:
+        return 1.0
+    y = x / 2
+    if df % 2 == 0:
+        term, total = 1.0, 1.0
+        for i in range(1, df // 2):
+            term *= y / i
+            total += term
+        return math.exp(-y) * total
+    term, total = math.sqrt(y) / math.gamma(1.5), 0.0
+    for i in range(1, (df - 1) // 2 + 1):
+        total += term
+        term *= y / (i + 0.5)
+    return math.erfc(math.sqrt(y)) + math.exp(-y) * total
+
+
+def log_rank(groups):
+    """The log-rank test of groups of [(time, event)]: (statistic, df, p, observed, expected), as
+    log_rank_test of ensemble_statistics.hpp (hypergeometric variance at ties; df the rank of V;
+    nothing to compare: 0, 0, 1)."""
+    G = len(groups)
+    at_risk = [len(g) for g in groups]
+    observed, expected = [0] * G, [0.0] * G
+    V = np.zeros((G, G))
+    pooled = sorted((t, g, e) for g, runs in enumerate(groups) for t, e in runs)
+    times = sorted({p[0] for p in pooled})
+    for t in times:
+        d_g = [sum(1 for p in pooled if p[0] == t and p[1] == g and p[2]) for g in range(G)]
+        c_g = [sum(1 for p in pooled if p[0] == t and p[1] == g and not p[2]) for g in range(G)]
+        n, d = sum(at_risk), sum(d_g)
+        if d:
+            for g in range(G):
+                observed[g] += d_g[g]
+                expected[g] += d * at_risk[g] / n
+            if 1 < n and d < n:
+                scale = d * (n - d) / ((n - 1) * n * n)
+                for g in range(G):
+                    for h in range(G):
+                        V[g, h] += scale * (at_risk[g] * (n - at_risk[g]) if g == h else -at_risk[g] * at_risk[h])
+        at_risk = [a - dd - cc for a, dd, cc in zip(at_risk, d_g, c_g)]
+    z = np.array(observed, dtype=float) - np.array(expected)
+    start, done, statistic, rank = V.diagonal().copy(), [False] * G, 0.0, 0
+    while True:
+        candidates = [g for g in range(G) if not done[g] and V[g, g] > 1e-10 * start[g] and V[g, g] > 0]
+        if not candidates:
+            break
+        p = max(candidates, key=lambda g: V[g, g])
+        done[p], rank = True, rank + 1
+        statistic += z[p] ** 2 / V[p, p]
+        for g in range(G):
+            if not done[g]:
+                factor = V[g, p] / V[p, p]
+                z[g] -= factor * z[p]
+                V[g, :] -= factor * V[p, :]
+    if rank == 0:
+        return 0.0, 0, 1.0, observed, expected
+    return statistic, rank, chi_square_sf(statistic, rank), observed, expected
+
+
+def ppt_condition(init_from):
+    """The pre-pretraining of a stage-2 run: "none" for an empty init_from, else the last
+    component of the path it names ('runs/ppt-dyck', 'runs/figures/prepretraining-1-dyck-small'
+    -> 'dyck'; a run folder or checkpoint inside
+    a sweep folder, '.../ppt-dyck/runs/<id>/step_000100.safetensors', names that sweep folder)."""
+    if not init_from:
+        return "none"
+    parts = [p for p in init_from.replace("\\", "/").split("/") if p not in ("", ".")]
+    if parts and parts[-1].endswith(".safetensors"):
+        parts.pop()
+    if len(parts) >= 3 and parts[-2] == "runs":
+        parts = parts[:-2]
+    name = parts[-1] if parts else init_from
+    # The stage-1 sweep's name less what all conditions share: "ppt-", "prepretraining-1-" and
+    # "-small" / "-full" (sweeps/prepretraining-1-dyck-small.toml -> dyck).
+    short = re.sub(r"^(ppt|pre-?pretraining)(-\d+)?[-_]", "", name)
+    short = re.sub(r"[-_](small|full)$", "", short)
+    return short or name
+
+
+def prepretraining(args):
+    """Pre-pretraining: does a first stage on another task (init_from) make the real task emerge
+    sooner? Left: Kaplan-Meier curves of the share of runs not yet emerged, per condition; right:
+    the solved share with 95% Wilson intervals. Prints the table and the log-rank test."""
+    rows = [r for folder in args.dirs for r in sweep_rows(folder)]
+    for r in rows:
+        if "emergence_step" not in r["result"] or "solved_step" not in r["result"]:
+            raise SystemExit(f"plot.py prepretraining: run {r['id']} has no emergence steps "
+                             "(a self-pretraining run? plot.py spt)")
+    tasks = sorted({r["config"].get("task", "") for r in rows})
+
+    def label(r):
+        condition = ppt_condition(r["config"].get("init_from", ""))
+        return (r["config"].get("task", ""), condition)
+    keys = sorted({label(r) for r in rows}, key=lambda k: (k[0], k[1] != "none", k[1]))
+    names = {k: (f"{k[0]}: {k[1]}" if len(tasks) > 1 else k[1]) for k in keys}
+    colour = dict(zip(keys, colours(len(keys)) if len(keys) > 2 else ["C0", "C3"]))
+    fig, (ax_km, ax_solved) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    table, outcomes = [], {}
+    for x, k in enumerate(keys):
+        members = [r["result"] for r in rows if label(r) == k]
+        runs_ = [(m["steps_done"], False) if m["emergence_step"] is None else (m["emergence_step"], True)
+                 for m in members]
+        outcomes[k] = runs_
+        curve = kaplan_meier(runs_)
+        median, low, high = km_median(runs_)
+        steps = [0] + [row[0] for row in curve]
+        survival = [1.0] + [row[4] for row in curve]
+        text = "not reached" if median is None else f"{median:g}"
+        ax_km.step(steps, survival, where="post", color=colour[k], lw=1.8,
+                   label=f"{names[k]} (n={len(runs_)}, median {text})")
+        cx = [row[0] for row in curve if row[3]]
+        cy = [row[4] for row in curve if row[3]]
+        ax_km.scatter(cx, cy, marker="+", color=colour[k], s=70, zorder=3)
+        if median is not None:
+            ax_km.axvline(median, color=colour[k], ls="--", lw=1)
+        solved = sum(1 for m in members if m["solved_step"] is not None)
+        share, s_low, s_high = wilson(solved, len(members))
+        ax_solved.errorbar([x], [share], yerr=[[share - s_low], [s_high - share]], fmt="o",
+                           color=colour[k], ms=6, capsize=4)
+        table.append((names[k], len(runs_), sum(1 for _, e in runs_ if e), median, low, high,
+                      solved, share, s_low, s_high))
+    ax_km.axhline(0.5, color="grey", ls=":", lw=0.8)
+    ax_km.set_ylim(-0.03, 1.03)
+    ax_km.set_xlabel("step")
+    ax_km.set_ylabel("share of runs not yet emerged")
+    # One log-rank test across the conditions of each task.
+    tests = []
+    for task in tasks:
+        of_task = [k for k in keys if k[0] == task]
+        if len(of_task) < 2:
+            continue
+        statistic, df, p, _, _ = log_rank([outcomes[k] for k in of_task])
+        where = f" ({task})" if len(tasks) > 1 else ""
+        line = (f"log-rank test of the emergence steps across the {len(of_task)} conditions{where}: "
+                + (f"chi-square {statistic:.3f}, df {df}, p = {p:.3g}" if df else "nothing to compare, p = 1"))
+        try:
+            from lifelines.statistics import multivariate_logrank_test
+            times = [t for k in of_task for t, _ in outcomes[k]]
+            events = [e for k in of_task for _, e in outcomes[k]]
+            groups = [i for i, k in enumerate(of_task) for _ in outcomes[k]]
+            check = multivariate_logrank_test(times, groups, events)
+            line += (f" (lifelines: chi-square {check.test_statistic:.3f}, df {check.degrees_of_freedom}, "
+                     f"p = {check.p_value:.3g})")
+        except ImportError:
+            pass
+        tests.append((where, p, line))
+    ax_km.set_title("Kaplan-Meier (+: censored; dashed: median)"
+                    + "".join(f"\nlog-rank{where}: p = {p:.3g}" for where, p, _ in tests), fontsize=10)
+    ax_km.legend(fontsize=7)
+    ax_solved.set_xticks(range(len(keys)))
+    ax_solved.set_xticklabels([names[k] for k in keys], rotation=20, fontsize=8)
+    ax_solved.set_xlim(-0.5, len(keys) - 0.5)
+    ax_solved.set_ylim(-0.05, 1.05)
+    ax_solved.set_ylabel("share of runs solved")
+    ax_solved.set_title("solved share, 95% Wilson interval", fontsize=10)
+    for ax in (ax_km, ax_solved):
+        ax.grid(alpha=0.3)
+    finish(fig, args, "Pre-pretraining: emergence of the real task per first stage")
+
+    def step(v):
+        return "not reached" if v is None else f"{v:g}"
+    print("| condition | runs | emerged | KM median emergence step [95% CI] | solved share [95% Wilson] |")
+    print("|---|---|---|---|---|")
+    for name, n, emerged, median, low, high, solved, share, s_low, s_high in table:
+        print(f"| {name} | {n} | {emerged} | {step(median)} [{step(low)}, {step(high)}] "
+              f"| {solved}/{n} = {share:.2f} [{s_low:.2f}, {s_high:.2f}] |")
+    for _, _, line in tests:
+        print(line)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = {"sparsity": sparsity, "curves": curves, "plateau": plateau, "width": width, "depth": depth,
                 "architectures": architectures, "factors": factors, "batch": batch, "attention": attention,
-                "runs": runs, "spt": spt}
+                "runs": runs, "spt": spt, "prepretraining": prepretraining}
     parser.add_argument("command", choices=sorted(commands))
     parser.add_argument("dirs", nargs="+", help="sweep folders (run folders for attention and runs)")
     parser.add_argument("--out", required=True)

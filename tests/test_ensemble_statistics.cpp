@@ -10,13 +10,19 @@
 // survival's survfit_confint and quantile.survfit. They all agree to the printed digits, except
 // where noted in a test: the flat at exactly S = 0.5 (statsmodels' quantile uses S < 0.5 strictly)
 // and the upper limit where S drops to 0 (R leaves it undefined, lifelines and statsmodels don't).
+// The log-rank test and the chi-square tail are checked against tests/golden/logrank/golden.json
+// (lifelines and scipy, made by tests/golden/make_logrank_golden.py), in this test.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <emergent/experiment/ensemble_statistics.hpp>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace {
@@ -315,4 +321,183 @@ TEST_CASE("mean_spread: sample standard deviation, one value, none") {
 
   const std::vector<double> diverged = {1.0, std::numeric_limits<double>::infinity()};
   CHECK_THROWS_AS(emergent::mean_spread(diverged), emergent::Error);
+}
+
+// ---- the chi-square tail and the log-rank test -------------------------------------------------
+
+namespace {
+
+const nlohmann::json& logrank_golden() {
+  static const nlohmann::json value = [] {
+    std::ifstream in(std::string(EMERGENT_SOURCE_DIR) + "/tests/golden/logrank/golden.json",
+                     std::ios::binary);
+    REQUIRE(in.good());
+    return nlohmann::json::parse(in);
+  }();
+  return value;
+}
+
+std::vector<std::vector<CensoredTime>> groups_of(const nlohmann::json& groups) {
+  std::vector<std::vector<CensoredTime>> out;
+  for (const nlohmann::json& group : groups) {
+    out.emplace_back();
+    for (const nlohmann::json& run : group)
+      out.back().push_back({run.at(0).get<double>(), run.at(1).get<int>() == 1});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("regularized_upper_gamma and chi_square_survival: closed forms") {
+  // df = 2: Q(1, x / 2) = exp(-x / 2). df = 1: Q(1/2, x / 2) = erfc(sqrt(x / 2)). Both sides of
+  // the series / continued fraction split (x / 2 < a + 1 or not), and far tails.
+  for (const double x : {1e-8, 0.01, 0.3, 1.0, 2.5, 3.9, 4.1, 10.0, 50.0, 300.0, 1400.0}) {
+    CAPTURE(x);
+    CHECK(emergent::chi_square_survival(x, 2) == doctest::Approx(std::exp(-x / 2)).epsilon(1e-14));
+    CHECK(emergent::chi_square_survival(x, 1) ==
+          doctest::Approx(std::erfc(std::sqrt(x / 2))).epsilon(1e-13));
+  }
+  // The 95% critical value of 1 df is 1.959964^2; of 4 df the tail at 9.487729 is 0.05.
+  CHECK(emergent::chi_square_survival(3.841458820694124, 1) ==
+        doctest::Approx(0.05).epsilon(1e-13));
+  CHECK(emergent::chi_square_survival(9.487729036781154, 4) ==
+        doctest::Approx(0.05).epsilon(1e-13));
+  // Integer a: Q(n, x) = exp(-x) sum_{k < n} x^k / k!; Q(3, 2) = 5 e^-2.
+  CHECK(emergent::regularized_upper_gamma(3.0, 2.0) == doctest::Approx(5.0 * std::exp(-2.0)));
+  CHECK(emergent::regularized_upper_gamma(3.0, 0.0) == 1.0);
+  CHECK(emergent::regularized_upper_gamma(3.0, std::numeric_limits<double>::infinity()) == 0.0);
+  CHECK(emergent::chi_square_survival(0.0, 3) == 1.0);
+  CHECK(emergent::chi_square_survival(-1.0, 3) == 1.0);
+  CHECK_THROWS_AS(emergent::regularized_upper_gamma(0.0, 1.0), emergent::Error);
+  CHECK_THROWS_AS(emergent::regularized_upper_gamma(1.0, -1.0), emergent::Error);
+  CHECK_THROWS_AS(emergent::chi_square_survival(1.0, 0.0), emergent::Error);
+  CHECK_THROWS_AS(emergent::chi_square_survival(std::numeric_limits<double>::quiet_NaN(), 1.0),
+                  emergent::Error);
+}
+
+TEST_CASE("chi_square_survival against scipy.stats.chi2.sf (tests/golden/logrank)") {
+  double worst = 0.0;  // the largest relative difference, reported below
+  for (const nlohmann::json& row : logrank_golden().at("chi_square_sf")) {
+    const double df = row.at(0), x = row.at(1), expected = row.at(2);
+    const double ours = emergent::chi_square_survival(x, df);
+    CAPTURE(df);
+    CAPTURE(x);
+    CHECK(ours == doctest::Approx(expected).epsilon(1e-11));
+    worst = std::max(worst, std::fabs(ours - expected) / expected);
+  }
+  MESSAGE("chi_square_survival: largest relative difference from scipy ", worst);
+  CHECK(logrank_golden().at("chi_square_sf").size() > 100);
+}
+
+TEST_CASE("log_rank_test: a 2-group example worked by hand") {
+  // A = 1, 2+, 3; B = 2, 3, 4+. At each event time t: n_A, n_B at risk, d events,
+  // E_A += d n_A / n, V += d (n - d) / (n - 1) * n_A n_B / n^2.
+  //   t = 1: n_A 3, n_B 3, d 1 (A)        E_A 3/6 = 1/2   V 1 * 5/5 * 9/36 = 1/4
+  //   t = 2: n_A 2 (2+ still at risk), n_B 3, d 1 (B)
+  //                                       E_A 2/5         V 1 * 4/4 * 6/25 = 6/25
+  //   t = 3: n_A 1, n_B 2, d 2 (one each, a tie)
+  //                                       E_A 2/3         V 2 * 1/2 * 2/9 = 2/9
+  // O_A = 2, E_A = 47/30, O_A - E_A = 13/30; V = 641/900; E_B = 4 - 47/30 = 73/30.
+  // Statistic (13/30)^2 / (641/900) = 169/641 = 0.26365, df 1, p = erfc(sqrt(169/1282)) = 0.6076.
+  const std::vector<std::vector<CensoredTime>> groups = {
+      {event_at(1), censored_at(2), event_at(3)}, {event_at(2), event_at(3), censored_at(4)}};
+  const emergent::LogRankTest test = emergent::log_rank_test(groups);
+  CHECK(test.observed == std::vector<int>{2, 2});
+  REQUIRE(test.expected.size() == 2);
+  CHECK(test.expected[0] == doctest::Approx(47.0 / 30.0).epsilon(1e-14));
+  CHECK(test.expected[1] == doctest::Approx(73.0 / 30.0).epsilon(1e-14));
+  CHECK(test.degrees_of_freedom == 1);
+  CHECK(test.statistic == doctest::Approx(169.0 / 641.0).epsilon(1e-14));
+  CHECK(test.p_value == doctest::Approx(std::erfc(std::sqrt(169.0 / 1282.0))).epsilon(1e-13));
+  CHECK(test.p_value == doctest::Approx(0.6076232002624802).epsilon(1e-12));  // lifelines
+
+  // The order of the groups and of the runs within them does not matter.
+  const std::vector<std::vector<CensoredTime>> swapped = {
+      {censored_at(4), event_at(3), event_at(2)}, {event_at(3), event_at(1), censored_at(2)}};
+  const emergent::LogRankTest test_swapped = emergent::log_rank_test(swapped);
+  CHECK(test_swapped.statistic == doctest::Approx(test.statistic).epsilon(1e-14));
+  CHECK(test_swapped.observed == std::vector<int>{2, 2});
+}
+
+TEST_CASE("log_rank_test against lifelines' multivariate_logrank_test (tests/golden/logrank)") {
+  double worst_statistic = 0.0, worst_p = 0.0;  // absolute differences, reported below
+  for (const nlohmann::json& dataset : logrank_golden().at("datasets")) {
+    CAPTURE(dataset.at("name").get<std::string>());
+    const std::vector<std::vector<CensoredTime>> groups = groups_of(dataset.at("groups"));
+    const emergent::LogRankTest test = emergent::log_rank_test(groups);
+    const nlohmann::json& oracle = dataset.at("lifelines");
+    const double statistic = oracle.at("statistic");
+    // lifelines keeps df = G - 1 where a group never shares an event time with the others; we
+    // leave such groups out, as R's survdiff does (the fixture gives that df and scipy's p).
+    const int df =
+        oracle.value("df_without_groups_never_at_risk", oracle.at("degrees_of_freedom").get<int>());
+    const double p_value = oracle.value("p_value_at_that_df", oracle.at("p_value").get<double>());
+    CHECK(test.degrees_of_freedom == df);
+    CHECK(test.statistic == doctest::Approx(statistic).epsilon(1e-12));
+    CHECK(test.p_value == doctest::Approx(p_value).epsilon(1e-12));
+    worst_statistic = std::max(worst_statistic, std::fabs(test.statistic - statistic));
+    worst_p = std::max(worst_p, std::fabs(test.p_value - p_value));
+    // Observed and expected events both add up to all events.
+    int events = 0;
+    for (const auto& group : groups)
+      for (const CensoredTime& run : group) events += run.event ? 1 : 0;
+    double observed = 0.0, expected = 0.0;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      observed += test.observed[g], expected += test.expected[g];
+    CHECK(observed == events);
+    CHECK(expected == doctest::Approx(events).epsilon(1e-12));
+  }
+  MESSAGE("log_rank_test: largest absolute difference from lifelines: statistic ", worst_statistic,
+          ", p-value ", worst_p);
+  // The published value of the 6-MP trial (R: survdiff, Chisq = 16.8 on 1 df, p = 4e-05).
+  for (const nlohmann::json& dataset : logrank_golden().at("datasets"))
+    if (dataset.at("name") == "freireich-6mp-placebo") {
+      const emergent::LogRankTest test = emergent::log_rank_test(groups_of(dataset.at("groups")));
+      CHECK(test.statistic == doctest::Approx(16.8).epsilon(0.003));
+      CHECK(test.observed == std::vector<int>{9, 21});
+      CHECK(test.expected[0] == doctest::Approx(19.25).epsilon(1e-3));  // Kleinbaum & Klein
+    }
+}
+
+TEST_CASE("log_rank_test: nothing to compare, empty groups, bad input") {
+  // Every run censored: no events, statistic 0, df 0, p 1 (no evidence; not a test).
+  const std::vector<std::vector<CensoredTime>> never = {{censored_at(100), censored_at(100)},
+                                                        {censored_at(100), censored_at(80)}};
+  const emergent::LogRankTest none = emergent::log_rank_test(never);
+  CHECK(none.statistic == 0.0);
+  CHECK(none.degrees_of_freedom == 0);
+  CHECK(none.p_value == 1.0);
+  CHECK(none.observed == std::vector<int>{0, 0});
+  CHECK(none.expected == std::vector<double>{0.0, 0.0});
+
+  // Every run at risk has its event at the one event time: the hypergeometric variance is 0.
+  const std::vector<std::vector<CensoredTime>> together = {{event_at(5)}, {event_at(5)}};
+  const emergent::LogRankTest tied = emergent::log_rank_test(together);
+  CHECK(tied.degrees_of_freedom == 0);
+  CHECK(tied.p_value == 1.0);
+
+  // An empty group drops out of df like a group never at risk; the others are compared as if
+  // it were not there.
+  const std::vector<std::vector<CensoredTime>> with_empty = {
+      {event_at(1), censored_at(2), event_at(3)}, {}, {event_at(2), event_at(3), censored_at(4)}};
+  const emergent::LogRankTest skipped = emergent::log_rank_test(with_empty);
+  CHECK(skipped.degrees_of_freedom == 1);
+  CHECK(skipped.statistic == doctest::Approx(169.0 / 641.0).epsilon(1e-14));
+  CHECK(skipped.observed == std::vector<int>{2, 0, 2});
+  CHECK(skipped.expected[1] == 0.0);
+
+  // Identical groups: O = E, statistic 0 with df 2, p 1.
+  const std::vector<CensoredTime> one = {event_at(3), event_at(7), censored_at(9)};
+  const std::vector<std::vector<CensoredTime>> same = {one, one, one};
+  const emergent::LogRankTest equal = emergent::log_rank_test(same);
+  CHECK(equal.degrees_of_freedom == 2);
+  CHECK(equal.statistic == doctest::Approx(0.0).scale(1.0));
+  CHECK(equal.p_value == doctest::Approx(1.0));
+
+  const std::vector<std::vector<CensoredTime>> single = {one};
+  CHECK_THROWS_AS(emergent::log_rank_test(single), emergent::Error);
+  const std::vector<std::vector<CensoredTime>> bad = {
+      one, {event_at(std::numeric_limits<double>::infinity())}};
+  CHECK_THROWS_AS(emergent::log_rank_test(bad), emergent::Error);
 }

@@ -109,9 +109,9 @@ TEST_CASE(
                  "unknown field 'lrr'"));
   CHECK(contains(
       error_of([&] {
-        emergent::resolve_config(json{{"task", "dyck"}}, "t");
+        emergent::resolve_config(json{{"task", "majority"}}, "t");
       }),
-      "field 'task' = 'dyck' is not allowed: expected one of linear-map, cellular-automaton"));
+      "field 'task' = 'majority' is not allowed: expected one of linear-map, cellular-automaton"));
   CHECK(contains(error_of([&] {
                    emergent::resolve_config(json{{"S", 4}, {"s", 5}}, "t");
                  }),

@@ -6,7 +6,8 @@
 //   emergent sweep FILE --dry-run                  the runs, checked; nothing started
 //   emergent sweep status DIR                 done, running and left, with an ETA
 //   emergent sweep collect DIR                every shard's rows, once each, into DIR/results.jsonl
-//   emergent sweep summarize DIR --by S,s [--json F]    seed-ensemble statistics per group
+//   emergent sweep summarize DIR --by S,s [--json F]    seed-ensemble statistics per group, and
+//                                                      the log-rank test across all the groups
 //
 // DIR/sweep.json               the resolved runs in sweep order: id, label, config; the folder is
 //                              bound to them (experiment/sweep_folder.hpp): another file is
@@ -105,8 +106,11 @@ class SweepCommands {
     status_ = sweep_->add_subcommand("status",
                                      "done, running and left runs of a sweep folder, with an ETA");
     collect_ = sweep_->add_subcommand("collect", "merge every shard's rows into DIR/results.jsonl");
-    summarize_ = sweep_->add_subcommand("summarize",
-                                        "seed-ensemble statistics of the finished runs, per group");
+    summarize_ = sweep_->add_subcommand(
+        "summarize",
+        "seed-ensemble statistics of the finished runs, per group; with two groups or more, the "
+        "log-rank test of their emergence steps (one test across all the groups, every "
+        "combination of the --by fields being one group)");
     for (CLI::App* command : {status_, collect_, summarize_})
       command->add_option("dir", dir_, "sweep folder")->required();
     summarize_->add_option("--by", by_, "config fields to group by, e.g. S,s")->delimiter(',');

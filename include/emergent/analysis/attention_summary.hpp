@@ -70,6 +70,7 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
   if constexpr (!KeepsAttention<typename Net::Mixer>) {
     return {};
   } else {
+    if (task.weights_per_sequence()) return {};  // no fixed target (tasks/task.hpp)
     require(!slices.empty(), "analyse_attention", "no workspace");
     const int T = slices.front()->length, H = Net::shape.heads;
     const std::vector<int> queries = task.analysis_queries();

@@ -11,10 +11,14 @@
 //     configuration. The Kaplan-Meier product-limit estimator (kaplan_meier) uses them
 //     correctly, and its median (kaplan_meier_median) is the ensemble's typical emergence step;
 //     kaplan_meier_median_with_interval adds the Brookmeyer-Crowley 95% interval;
+//   - the log-rank test (log_rank_test) of whether several ensembles (groups of censored times)
+//     emerge at the same rate, with its chi-square p-value (chi_square_survival);
 //   - mean_spread for uncensored per-run numbers (final loss, wall time, ...).
 // The conventions follow R's survival package (survfit, quantile.survfit) unless a comment says
 // otherwise; tests/test_ensemble_statistics.cpp checks the numbers against R's published
-// outputs, lifelines and statsmodels.
+// outputs, lifelines and statsmodels, and the log-rank test and the chi-square tail against the
+// fixture tests/golden/logrank/golden.json (lifelines and scipy:
+// tests/golden/make_logrank_golden.py).
 #pragma once
 
 #include <algorithm>
@@ -244,6 +248,205 @@ inline KaplanMeierMedian kaplan_meier_median_with_interval(
   result.reached = result.median.has_value();
   result.low = detail::first_time_at_or_below_half(curve, lower);
   result.high = detail::first_time_at_or_below_half(curve, upper);
+  return result;
+}
+
+// ---- chi-square tail ---------------------------------------------------------------------------
+
+// Q(a, x) = Gamma(a, x) / Gamma(a), the regularised upper incomplete gamma function, for a > 0 and
+// x >= 0 (Q(a, 0) = 1, Q(a, inf) = 0). Two expansions, each where it converges fast (the split of
+// Numerical Recipes' gammq, Press et al. 2007, section 6.2):
+//   x < a + 1   the series of the lower function, P(a, x) = x^a e^-x / Gamma(a) *
+//               sum_n x^n / (a (a+1) ... (a+n)), and Q = 1 - P. Q is not small there (the median
+//               of Gamma(a) is about a - 1/3), so the subtraction loses nothing that matters;
+//   x >= a + 1  the continued fraction Q(a, x) = x^a e^-x / Gamma(a) *
+//               1/(x+1-a- 1(1-a)/(x+3-a- 2(2-a)/(x+5-a- ...))), evaluated by the modified Lentz
+//               method; it gives tiny tails (1e-300) to full relative precision.
+// Both stop when a term changes the sum by less than machine epsilon; a non-converging case (not
+// reached for a < 1e6) is an error rather than a silently wrong p-value.
+inline double regularized_upper_gamma(double a, double x) {
+  require(std::isfinite(a) && a > 0.0, "regularized_upper_gamma", "a must be finite and > 0");
+  require(!std::isnan(x) && x >= 0.0, "regularized_upper_gamma", "x must be >= 0");
+  if (x == 0.0) return 1.0;
+  if (std::isinf(x)) return 0.0;
+  constexpr double epsilon = std::numeric_limits<double>::epsilon();
+  constexpr int max_terms = 100000;
+  // log(x^a e^-x / Gamma(a)), the factor both expansions share.
+  const double log_prefactor = a * std::log(x) - x - std::lgamma(a);
+  if (x < a + 1.0) {
+    double term = 1.0 / a, sum = term;
+    for (int n = 1; n <= max_terms; ++n) {
+      term *= x / (a + n);
+      sum += term;
+      if (std::fabs(term) < std::fabs(sum) * epsilon)
+        return std::max(0.0, 1.0 - sum * std::exp(log_prefactor));
+    }
+  } else {
+    // Lentz: f = b0 + a1/(b1 + a2/(b2 + ...)) with b_n = x + 2n + 1 - a, a_n = -n (n - a).
+    constexpr double tiny = std::numeric_limits<double>::min() / epsilon;
+    double b = x + 1.0 - a;
+    double c = 1.0 / tiny;
+    double d = 1.0 / b;
+    double h = d;
+    for (int n = 1; n <= max_terms; ++n) {
+      const double an = -n * (n - a);
+      b += 2.0;
+      d = an * d + b;
+      if (std::fabs(d) < tiny) d = tiny;
+      c = b + an / c;
+      if (std::fabs(c) < tiny) c = tiny;
+      d = 1.0 / d;
+      const double delta = d * c;
+      h *= delta;
+      if (std::fabs(delta - 1.0) < epsilon) return std::exp(log_prefactor) * h;
+    }
+  }
+  throw Error("regularized_upper_gamma: no convergence for a = " + std::to_string(a) +
+              ", x = " + std::to_string(x));
+}
+
+// P(X >= x) for X chi-square with `degrees_of_freedom` > 0: Q(df / 2, x / 2). x <= 0 gives 1.
+inline double chi_square_survival(double x, double degrees_of_freedom) {
+  require(std::isfinite(degrees_of_freedom) && degrees_of_freedom > 0.0, "chi_square_survival",
+          "degrees of freedom must be finite and > 0");
+  require(!std::isnan(x), "chi_square_survival", "x must not be NaN");
+  if (x <= 0.0) return 1.0;
+  return regularized_upper_gamma(degrees_of_freedom / 2.0, x / 2.0);
+}
+
+// ---- comparing groups of censored times: the log-rank test -------------------------------------
+
+struct LogRankTest {
+  std::vector<int> observed;     // events per group
+  std::vector<double> expected;  // events per group expected if every group had the same hazard
+  double statistic = 0.0;        // chi-square
+  int degrees_of_freedom = 0;    // the rank of the covariance of observed - expected (G - 1)
+  double p_value = 1.0;          // P(chi-square(df) >= statistic); 1 when df == 0
+};
+
+// The Mantel-Cox log-rank test of "all groups have the same hazard" (R's survdiff with rho = 0,
+// lifelines' multivariate_logrank_test): at each distinct event time t of the pooled runs, with
+// n_g runs of group g at risk (time >= t, so a run censored at t is at risk at t, as in
+// kaplan_meier), n = sum n_g and d events in all (ties: several events at one time),
+//   E_g  += d n_g / n                                     expected events of group g
+//   V_gh += d (n - d) / (n - 1) * n_g / n * (delta_gh - n_h / n)
+// V is the covariance of the hypergeometric distribution of the d events among the groups (the
+// exact treatment of ties; its factor (n - d) / (n - 1) is 0 when every run at risk has the
+// event, or only one is at risk). The statistic is (O - E)' V^- (O - E), chi-square with
+// rank(V) degrees of freedom under the null hypothesis.
+//
+// rank(V) is G - 1 for ordinary data (the rows of V sum to 0). It is less when some groups never
+// share an informative event time with the others: an empty group, or one whose runs were all
+// censored before the first event, has E_g = 0 and a zero row in V and drops out, as in R's
+// survdiff (which leaves out groups with E_g = 0 and reports df = their number - 1); lifelines
+// gives the same statistic but keeps df = G - 1, a smaller p-value. The quadratic form uses a
+// generalised inverse, by symmetric elimination with the largest remaining diagonal as pivot,
+// skipping pivots that the elimination reduced to below 1e-10 of their starting value (dependent
+// up to rounding): O - E lies in the range of V, so any generalised inverse gives the same value,
+// and for df = G - 1 it equals the usual formula with one group left out.
+//
+// Nothing to compare (no events at all, every run censored; or no event time at which two groups
+// are at risk and not every run at risk has the event): statistic 0, df 0, p-value 1. That is
+// "no evidence of a difference", not a test result; report df with the p-value.
+// At least two groups; a group may be empty. Every time must be finite.
+inline LogRankTest log_rank_test(std::span<const std::vector<CensoredTime>> groups) {
+  require(groups.size() >= 2, "log_rank_test",
+          "needs at least 2 groups, got " + std::to_string(groups.size()));
+  struct Run {
+    double time;
+    std::size_t group;
+    bool event;
+  };
+  std::vector<Run> pooled;
+  const std::size_t group_count = groups.size();
+  std::vector<int> at_risk(group_count, 0);
+  for (std::size_t g = 0; g < group_count; ++g) {
+    for (const CensoredTime& run : groups[g]) {
+      require(std::isfinite(run.time), "log_rank_test", "every time must be finite");
+      pooled.push_back({run.time, g, run.event});
+    }
+    at_risk[g] = static_cast<int>(groups[g].size());
+  }
+  std::sort(pooled.begin(), pooled.end(),
+            [](const Run& a, const Run& b) { return a.time < b.time; });
+
+  LogRankTest result;
+  result.observed.assign(group_count, 0);
+  result.expected.assign(group_count, 0.0);
+  std::vector<double> covariance(group_count * group_count, 0.0);  // V, row-major
+  std::vector<int> events(group_count), censored(group_count);
+  for (std::size_t begin = 0; begin < pooled.size();) {
+    std::fill(events.begin(), events.end(), 0);
+    std::fill(censored.begin(), censored.end(), 0);
+    std::size_t end = begin;
+    int total_events = 0;
+    for (; end < pooled.size() && pooled[end].time == pooled[begin].time; ++end) {
+      if (pooled[end].event)
+        ++events[pooled[end].group], ++total_events;
+      else
+        ++censored[pooled[end].group];
+    }
+    if (total_events > 0) {
+      int total_at_risk = 0;
+      for (const int n : at_risk) total_at_risk += n;
+      const double n = total_at_risk, d = total_events;
+      for (std::size_t g = 0; g < group_count; ++g) {
+        result.observed[g] += events[g];
+        result.expected[g] += d * at_risk[g] / n;
+      }
+      if (total_at_risk > 1 && total_events < total_at_risk) {
+        // Integer products first, so that a term that is 0 in exact arithmetic is exactly 0.
+        const double scale = d * (n - d) / ((n - 1.0) * n * n);
+        for (std::size_t g = 0; g < group_count; ++g) {
+          if (at_risk[g] == 0) continue;
+          for (std::size_t h = 0; h < group_count; ++h) {
+            const double product =
+                (g == h) ? static_cast<double>(at_risk[g]) *
+                               static_cast<double>(total_at_risk - at_risk[g])
+                         : -static_cast<double>(at_risk[g]) * static_cast<double>(at_risk[h]);
+            covariance[g * group_count + h] += scale * product;
+          }
+        }
+      }
+    }
+    for (std::size_t g = 0; g < group_count; ++g) at_risk[g] -= events[g] + censored[g];
+    begin = end;
+  }
+
+  // (O - E)' V^- (O - E) by symmetric elimination with diagonal pivoting (V is positive
+  // semi-definite): each pivot p adds z_p^2 / V_pp and leaves the Schur complement.
+  std::vector<double> z(group_count);
+  for (std::size_t g = 0; g < group_count; ++g) z[g] = result.observed[g] - result.expected[g];
+  std::vector<double> start(group_count);
+  for (std::size_t g = 0; g < group_count; ++g) start[g] = covariance[g * group_count + g];
+  std::vector<bool> done(group_count, false);
+  constexpr double kDependent = 1e-10;
+  double statistic = 0.0;
+  int rank = 0;
+  for (;;) {
+    std::size_t pivot = group_count;
+    double best = 0.0;
+    for (std::size_t g = 0; g < group_count; ++g) {
+      const double diagonal = covariance[g * group_count + g];
+      if (!done[g] && diagonal > kDependent * start[g] && diagonal > best)
+        pivot = g, best = diagonal;
+    }
+    if (pivot == group_count) break;
+    done[pivot] = true;
+    ++rank;
+    statistic += z[pivot] * z[pivot] / best;
+    for (std::size_t g = 0; g < group_count; ++g) {
+      if (done[g]) continue;
+      const double factor = covariance[g * group_count + pivot] / best;
+      z[g] -= factor * z[pivot];
+      for (std::size_t h = 0; h < group_count; ++h)
+        if (!done[h])
+          covariance[g * group_count + h] -= factor * covariance[pivot * group_count + h];
+    }
+  }
+  result.degrees_of_freedom = rank;
+  result.statistic = rank > 0 ? statistic : 0.0;
+  result.p_value = rank > 0 ? chi_square_survival(result.statistic, rank) : 1.0;
   return result;
 }
 

@@ -8,10 +8,18 @@
 //                    censored (null: not reached, more than half still on the plateau), and its
 //                    Brookmeyer-Crowley 95% interval
 //   final_loss       mean, standard deviation, min and max of the smoothed final loss
+//   logrank          with two groups or more: the log-rank test of "every group emerges at the
+//                    same rate" over the same censored emergence steps as plateau_median, one
+//                    test across ALL the groups (with --by S,s: every (S, s) pair is a group, not
+//                    S alone; for pairwise or per-S comparisons summarize a subset or group by
+//                    fewer fields). Each group holds its own observed and expected emergences and
+//                    the test's statistic, df and p_value, the same in every group (the JSON stays
+//                    a list of groups). The table ends with one line of it.
 // A row (experiment/result_rows.hpp) is {"id", "label", "config": {...}, "result": {...}} with
 // result the run's summary.json without its wall time.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
 #include <emergent/core/error.hpp>
 #include <emergent/experiment/ensemble_statistics.hpp>
@@ -50,6 +58,7 @@ inline nlohmann::json summarize_rows(
     groups[name].push_back(&row);
   }
   nlohmann::json out = nlohmann::json::array();
+  std::vector<std::vector<CensoredTime>> plateaus_of_groups;
   for (const std::string& name : order) {
     const auto& members = groups[name];
     int solved = 0;
@@ -77,6 +86,7 @@ inline nlohmann::json summarize_rows(
     const Proportion share = wilson_interval(solved, static_cast<int>(members.size()));
     const KaplanMeierMedian median = kaplan_meier_median_with_interval(plateaus);
     const MeanSpread loss = mean_spread(losses);
+    plateaus_of_groups.push_back(plateaus);
     out.push_back(
         {{"group", group_values[name]},
          {"runs", members.size()},
@@ -92,6 +102,13 @@ inline nlohmann::json summarize_rows(
            {"standard_deviation", loss.standard_deviation},
            {"min", loss.min},
            {"max", loss.max}}}});
+  }
+  if (order.size() >= 2) {
+    const LogRankTest test = log_rank_test(plateaus_of_groups);
+    for (std::size_t g = 0; g < order.size(); ++g)
+      out[g]["logrank"] = {{"observed", test.observed[g]}, {"expected", test.expected[g]},
+                           {"statistic", test.statistic},  {"df", test.degrees_of_freedom},
+                           {"p_value", test.p_value},      {"groups", order.size()}};
   }
   return out;
 }
@@ -126,6 +143,21 @@ inline std::string summary_table(const nlohmann::json& groups) {
                (e["censored"].get<bool>() ? ">" + std::to_string(e["steps_done"].get<long long>())
                                           : std::to_string(e["emergence_step"].get<long long>()));
     out += seeds + "\n";
+  }
+  if (groups.size() >= 2 && groups[0].contains("logrank")) {
+    const nlohmann::json& test = groups[0]["logrank"];
+    if (test["df"].get<int>() == 0)
+      std::snprintf(line, sizeof line,
+                    "log-rank test of the emergence steps across the %zu groups: nothing to "
+                    "compare (no emergence while two groups were running), p = 1\n",
+                    groups.size());
+    else
+      std::snprintf(line, sizeof line,
+                    "log-rank test of the emergence steps across the %zu groups: chi-square %.3f, "
+                    "df %d, p = %.3g\n",
+                    groups.size(), test["statistic"].get<double>(), test["df"].get<int>(),
+                    test["p_value"].get<double>());
+    out += line;
   }
   return out;
 }

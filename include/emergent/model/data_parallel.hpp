@@ -79,6 +79,8 @@ class DataParallelStep {
         part.batch = slice.batch;
         part.inputs = in.inputs.subspan(slice.begin * T, slice.batch * T);
         part.targets = in.targets.subspan(slice.begin * T, slice.batch * T);
+        if (in.loss_weights.size() != T)  // per token: the slice's own
+          part.loss_weights = in.loss_weights.subspan(slice.begin * T, slice.batch * T);
         slice.loss = Net::forward(params, part, ws);
         const std::size_t first = slice.begin * T, count = slice.batch * T;
         std::copy(ws.token_loss, ws.token_loss + count, token_loss_.begin() + first);
@@ -105,7 +107,7 @@ class DataParallelStep {
   }
 
   // Weighted means of the last step's per-token losses / argmax hits over the whole batch
-  // (weights: one per position).
+  // (weights: one per position, or one per token of the batch).
   double weighted_mean(std::span<const float> weights) const {
     return batch_mean(token_loss_, weights);
   }
@@ -134,13 +136,19 @@ class DataParallelStep {
   // Each slice's mean (nn::weighted_token_mean, as Model::weighted_mean takes it), weighted by
   // the slices' shares of the batch: the same bits as when every slice kept its workspace.
   double batch_mean(const std::vector<Real>& values, std::span<const float> weights) const {
-    require(weights.size() == static_cast<std::size_t>(length_), "DataParallelStep",
-            "weights must hold one per position");
+    const std::size_t T = static_cast<std::size_t>(length_);
+    const bool per_token = weights.size() == values.size() && weights.size() != T;
+    require(weights.size() == T || per_token, "DataParallelStep",
+            "weights must hold one per position or one per token");
     double mean = 0;
     int batch = 0;
     for (const Slice& s : slices_) {
-      const Real* first = values.data() + static_cast<std::size_t>(s.begin) * length_;
-      mean += nn::weighted_token_mean(first, s.batch, length_, weights.data()) * s.batch;
+      const std::size_t first = static_cast<std::size_t>(s.begin) * T;
+      mean += (per_token ? nn::sequence_weighted_mean(values.data() + first, s.batch, length_,
+                                                      weights.data() + first)
+                         : nn::weighted_token_mean(values.data() + first, s.batch, length_,
+                                                   weights.data())) *
+              s.batch;
       batch += s.batch;
     }
     return mean / batch;

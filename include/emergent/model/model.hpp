@@ -44,7 +44,7 @@ struct ForwardInput {
   int length = 0;
   std::span<const std::int32_t> inputs;   // [batch * length]
   std::span<const std::int32_t> targets;  // [batch * length]
-  std::span<const float> loss_weights;    // [length]
+  std::span<const float> loss_weights;    // [length], or [batch * length] per token
   std::span<const float> bias_pattern;    // [length * length] or empty (no bias)
   float bias_strength = 0;
 };
@@ -124,7 +124,9 @@ class Model : public EmbeddedBlocks<
     Real *final_norm = nullptr, *final_mean = nullptr, *final_rstd = nullptr;
     Real *logits = nullptr, *probs = nullptr;
     Real *token_loss = nullptr, *token_correct = nullptr;  // [B*T] CE and argmax == target
+    // [length], or per token [batch * length] with each sequence's weights normalised to sum 1
     Real *loss_weights = nullptr, *bias_pattern = nullptr;
+    bool weights_per_token = false;
     Real *d_residual = nullptr, *d_norm = nullptr, *d_logits = nullptr;
     std::vector<std::int32_t> inputs, targets;
     Real bias_strength = 0;
@@ -158,7 +160,7 @@ class Model : public EmbeddedBlocks<
       probs = arena_.take(N * V);
       token_loss = arena_.take(N);
       token_correct = arena_.take(N);
-      loss_weights = arena_.take(length);
+      loss_weights = arena_.take(N);
       bias_pattern = arena_.take(static_cast<std::size_t>(length) * length);
       d_residual = arena_.take(N * D);
       d_norm = arena_.take(N * D);
@@ -176,14 +178,22 @@ class Model : public EmbeddedBlocks<
     const std::size_t N = static_cast<std::size_t>(B) * T;
     require(in.inputs.size() == N && in.targets.size() == N, "Model::forward",
             "inputs and targets must hold batch * length tokens");
-    require(in.loss_weights.size() == static_cast<std::size_t>(T), "Model::forward",
-            "loss_weights must hold one weight per position");
+    ws.weights_per_token = in.loss_weights.size() == N && N != static_cast<std::size_t>(T);
+    require(in.loss_weights.size() == static_cast<std::size_t>(T) || ws.weights_per_token,
+            "Model::forward", "loss_weights must hold one weight per position or per token");
     for (std::size_t n = 0; n < N; ++n)
       require(in.inputs[n] >= 0 && in.inputs[n] < V && in.targets[n] >= 0 && in.targets[n] < V,
               "Model::forward", "token " + std::to_string(n) + " is outside the vocabulary");
     ws.inputs.assign(in.inputs.begin(), in.inputs.end());
     ws.targets.assign(in.targets.begin(), in.targets.end());
     std::copy(in.loss_weights.begin(), in.loss_weights.end(), ws.loss_weights);
+    if (ws.weights_per_token)
+      for (int b = 0; b < B; ++b) {
+        Real* w = ws.loss_weights + static_cast<std::size_t>(b) * T;
+        double sum = 0;
+        for (int t = 0; t < T; ++t) sum += w[t];
+        for (int t = 0; t < T; ++t) w[t] = sum > 0 ? Real(w[t] / sum) : Real(0);
+      }
     ws.has_bias = !in.bias_pattern.empty() && in.bias_strength != 0;
     if (ws.has_bias) {
       require(in.bias_pattern.size() == static_cast<std::size_t>(T) * T, "Model::forward",
@@ -223,12 +233,16 @@ class Model : public EmbeddedBlocks<
     const std::size_t N = static_cast<std::size_t>(B) * T;
     const Real* p = params.data();
     Real* g = grads.data();
-    double weight_sum = 0;
-    for (int t = 0; t < T; ++t) weight_sum += ws.loss_weights[t];
-    const Real scale = weight_sum > 0 ? Real(loss_scale / (B * weight_sum)) : Real(0);
+    double weight_sum = 0;  // per token: each sequence's weights already sum to 1 (or 0)
+    if (!ws.weights_per_token)
+      for (int t = 0; t < T; ++t) weight_sum += ws.loss_weights[t];
+    const Real scale = ws.weights_per_token ? Real(loss_scale / B)
+                       : weight_sum > 0     ? Real(loss_scale / (B * weight_sum))
+                                            : Real(0);
 
     nn::cross_entropy_backward(ws.d_logits, ws.probs, ws.targets.data(), ws.loss_weights,
-                               static_cast<std::int64_t>(N), T, V, scale);
+                               static_cast<std::int64_t>(N),
+                               ws.weights_per_token ? static_cast<int>(N) : T, V, scale);
     nn::linear_backward<Real>(ws.d_norm, g + head_w, nullptr, ws.d_logits, ws.final_norm,
                               p + head_w, static_cast<int>(N), D, V);
     std::fill(ws.d_residual, ws.d_residual + N * D, Real(0));
@@ -242,9 +256,12 @@ class Model : public EmbeddedBlocks<
  private:
   static double weighted_token_mean(const Workspace& ws, const Real* values,
                                     std::span<const float> weights) {
-    require(weights.size() == static_cast<std::size_t>(ws.length), "Model",
-            "weights must hold one per position");
-    return nn::weighted_token_mean(values, ws.batch, ws.length, weights.data());
+    const std::size_t T = static_cast<std::size_t>(ws.length), N = ws.batch * T;
+    require(weights.size() == T || weights.size() == N, "Model",
+            "weights must hold one per position or one per token");
+    return weights.size() == T && N != T
+               ? nn::weighted_token_mean(values, ws.batch, ws.length, weights.data())
+               : nn::sequence_weighted_mean(values, ws.batch, ws.length, weights.data());
   }
 };
 

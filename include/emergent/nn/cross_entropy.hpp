@@ -60,4 +60,22 @@ double weighted_token_mean(const Real* values, int batch, int length, const floa
   return weight_sum > 0 ? total / weight_sum : 0.0;
 }
 
+// Per-token weights [batch, length] (a task whose learnable positions depend on the sampled
+// tokens): the mean over sequences of each sequence's weighted mean sum_t w[b,t] values[b,t] /
+// sum_t w[b,t], a sequence without weight counting 0; in double and in row order.
+template <class Real>
+double sequence_weighted_mean(const Real* values, int batch, int length, const float* weights) {
+  double total = 0;
+  for (int b = 0; b < batch; ++b) {
+    double sum = 0, weight_sum = 0;
+    for (int t = 0; t < length; ++t) {
+      const std::size_t n = static_cast<std::size_t>(b) * length + t;
+      sum += weights[n] * double(values[n]);
+      weight_sum += weights[n];
+    }
+    if (weight_sum > 0) total += sum / weight_sum;
+  }
+  return batch > 0 ? total / batch : 0.0;
+}
+
 }  // namespace emergent::nn

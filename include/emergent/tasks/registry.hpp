@@ -6,7 +6,9 @@
 #include <emergent/core/shape.hpp>
 #include <emergent/settings/parameters.hpp>
 #include <emergent/tasks/cellular_automaton.hpp>
+#include <emergent/tasks/dyck.hpp>
 #include <emergent/tasks/linear_map.hpp>
+#include <emergent/tasks/neural_cellular_automaton.hpp>
 #include <emergent/tasks/task.hpp>
 #include <string>
 #include <vector>
@@ -29,6 +31,8 @@ inline const std::vector<TaskDeclaration>& task_registry() {
   static const std::vector<TaskDeclaration> tasks = {
       declare_task<LinearMap>(),
       declare_task<CellularAutomaton>(),
+      declare_task<NeuralCellularAutomaton>(),
+      declare_task<Dyck>(),
   };
   return tasks;
 }

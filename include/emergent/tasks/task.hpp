@@ -48,6 +48,37 @@ class SequenceTask {
       const = 0;                                          // predictions that can be learned
   virtual std::vector<int> analysis_queries() const = 0;  // queries with a known target
   virtual std::pair<int, int> analysis_key_range(int query) const = 0;  // keys the target lies in
+  // The weights above are the same for every sequence. A task whose learnable positions depend on
+  // the sampled tokens (Dyck: the positions whose next token is a closing bracket) says so and
+  // gives both per token of the batch just sampled, [batch, length] each; its attention target is
+  // per sequence too, so the fixed attention_target() is empty and the attention columns and the
+  // bias intervention, which need a fixed one, are not available for it.
+  virtual bool weights_per_sequence() const { return false; }
+  virtual void sequence_weights(std::span<const std::int32_t> /*inputs*/,
+                                std::span<const std::int32_t> /*targets*/, int /*batch*/,
+                                std::span<float> /*full*/, std::span<float> /*predictable*/) const {
+  }
+};
+
+// The loss weights of a sampled batch: the task's fixed ones ([length]) or, for a task with
+// weights per sequence, [batch, length] each.
+struct BatchWeights {
+  std::vector<float> full, predictable;
+};
+inline BatchWeights batch_weights(const SequenceTask& task, std::span<const std::int32_t> inputs,
+                                  std::span<const std::int32_t> targets, int batch) {
+  if (!task.weights_per_sequence())
+    return {task.full_loss_weights(), task.predictable_loss_weights()};
+  BatchWeights w{std::vector<float>(inputs.size()), std::vector<float>(inputs.size())};
+  task.sequence_weights(inputs, targets, batch, w.full, w.predictable);
+  return w;
+}
+
+// A task class with weights per sequence (SequenceTask::sequence_weights).
+template <class Task>
+concept HasSequenceWeights = requires(const Task& task, std::span<const std::int32_t> tokens,
+                                      std::span<float> weights) {
+  task.sequence_weights(tokens, tokens, 0, weights, weights);
 };
 
 template <class Task>
@@ -68,6 +99,13 @@ class TaskAdapter final : public SequenceTask {
   std::vector<int> analysis_queries() const override { return task_.analysis_queries(); }
   std::pair<int, int> analysis_key_range(int query) const override {
     return task_.analysis_key_range(query);
+  }
+  bool weights_per_sequence() const override { return HasSequenceWeights<Task>; }
+  void sequence_weights(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                        int batch, std::span<float> full,
+                        std::span<float> predictable) const override {
+    if constexpr (HasSequenceWeights<Task>)
+      task_.sequence_weights(inputs, targets, batch, full, predictable);
   }
   const Task& task() const { return task_; }
 

@@ -39,14 +39,14 @@ EvalResult batch_losses(std::span<const float> params, const SequenceTask& task,
   inputs.resize(static_cast<std::size_t>(batch) * T);
   targets.resize(inputs.size());
   task.sample(data_seed, data_step, batch, inputs, targets);
-  const std::vector<float> full = task.full_loss_weights(),
-                           predictable = task.predictable_loss_weights();
+  const BatchWeights weights = batch_weights(task, inputs, targets, batch);
   EvalResult r;
-  r.loss = Net::forward(
-      params,
-      {batch, T, inputs, targets, full, bias != 0 ? target : std::span<const float>(), bias}, ws);
-  r.predictable_loss = Net::weighted_mean(ws, predictable);
-  r.predictable_accuracy = Net::weighted_accuracy(ws, predictable);
+  r.loss = Net::forward(params,
+                        {batch, T, inputs, targets, weights.full,
+                         bias != 0 ? target : std::span<const float>(), bias},
+                        ws);
+  r.predictable_loss = Net::weighted_mean(ws, weights.predictable);
+  r.predictable_accuracy = Net::weighted_accuracy(ws, weights.predictable);
   return r;
 }
 

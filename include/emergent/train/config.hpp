@@ -19,6 +19,7 @@
 #include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/settings/parameters.hpp>
 #include <emergent/tasks/registry.hpp>
+#include <emergent/train/warm_start.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -66,6 +67,10 @@ struct TrainConfig {
   // The GEMMs' precision: "fp32", or "tf32" on the CUDA device backend (cuda/gemm.cuh). Part of
   // the run, since it changes its trajectory.
   std::string precision = "fp32";
+  // A stage: start from another run's parameters (train/init_source.hpp finds them, "": from
+  // scratch), taking all of them, the query-key rows or all but those (train/warm_start.hpp).
+  std::string init_from;
+  std::string init_take = "all";
   // Observation: steps whose batch-averaged attention maps are saved, "1000,1500" ("": none).
   std::string save_attention_at;
 };
@@ -147,6 +152,14 @@ inline const std::vector<TrainingField>& training_fields() {
             added_later(text("precision", "", {"fp32", "tf32"},
                              "the GEMMs' precision: fp32, or tf32 (CUDA device backend only, "
                              "opt-in: TF32 tensor cores)"))),
+      field(&TrainConfig::init_from,
+            added_later(text("init_from", "", {},
+                             "start from another run: a checkpoint, a finished run folder or a "
+                             "sweep folder (its run of the same seed); \"\": from scratch"))),
+      field(&TrainConfig::init_take,
+            added_later(text("init_take", "", warm_start_takes(),
+                             "what init_from gives: all tensors of the same name and shape, only "
+                             "the query-key rows (qk) or all but them (all_but_qk)"))),
       field(&TrainConfig::save_attention_at,
             observation(text("save_attention_at", "", {},
                              "steps whose attention maps are saved to attention/, comma-separated "
@@ -337,6 +350,12 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
           "field 'heads' = " + std::to_string(c.shape.heads) + " is not allowed for mixer " +
               c.mixer + ": it has no heads (only the default " +
               std::to_string(declaration.default_shape.heads) + ")");
+  require(c.init_take == "all" || !c.init_from.empty(), where,
+          "field 'init_take' = '" + c.init_take + "' needs field 'init_from' (a run to take from)");
+  require((c.bias == 0 && c.save_attention_at.empty()) || !setup.task->weights_per_sequence(),
+          where,
+          "fields 'bias' and 'save_attention_at' are not allowed for task " + c.task +
+              ": its attention target differs per sequence (only bias 0 and no snapshots)");
   require(c.bias == 0 || find_mixer(c.mixer, where).takes_attention_bias, where,
           "field 'bias' = " + parameter_detail::number_text(c.bias) + " is not allowed for mixer " +
               c.mixer +

@@ -87,6 +87,13 @@ class EnsembleTrainer {
     require(base.eval_every == 0, "config",
             "field 'eval_every' is not supported on the device backend: leave it 0, or train with "
             "--backend cpu");
+    require(!setup_.task->weights_per_sequence(), "config",
+            "task " + base.task +
+                " has loss weights per sequence, not supported on the device "
+                "backend yet: train it with --backend cpu");
+    require(base.init_from.empty(), "config",
+            "field 'init_from' is not supported on the device backend yet: leave it empty, or "
+            "train the stage with --backend cpu");
     require(!seeds.empty() && seeds.size() == run_dirs.size(), "EnsembleTrainer",
             "need one run folder per seed");
     for (std::size_t e = 0; e < seeds.size(); ++e) {

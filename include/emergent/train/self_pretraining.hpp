@@ -49,10 +49,12 @@
 #include <emergent/train/run_binding.hpp>
 #include <emergent/train/run_lock.hpp>
 #include <emergent/train/self_pretraining_config.hpp>
+#include <emergent/train/warm_start.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -440,30 +442,18 @@ class SelfPretrainingRun {
     return state.step;
   }
 
-  // The parameters of the warm_start checkpoint (an Error naming it if it cannot be read).
+  // The warm_start checkpoint, opened before the folder is made (an Error naming it if it
+  // cannot be read).
   void read_warm_start() {
-    const SafetensorsFile file(std::filesystem::path(config_.text("warm_start")));
-    warm_source_.assign(Net::parameter_count, Real(0));
-    load_parameters(file, Net::tensors(), warm_source_);
+    warm_source_.emplace(std::filesystem::path(config_.text("warm_start")));
   }
 
   // Tensors of another run's checkpoint: all, the query-key rows of every qkv projection, or
-  // everything but those rows.
+  // everything but those rows (train/warm_start.hpp).
   void warm_start() {
-    if (warm_source_.empty()) read_warm_start();
-    const std::vector<Real>& source = warm_source_;
-    const std::string take = config_.text("take");
-    std::vector<bool> from_source(Net::parameter_count, take != "qk");
-    for (int l = 0; l < L; ++l) {
-      const std::size_t w = Net::mixer_offset(l) + Net::Mixer::qkv_weight,
-                        b = Net::mixer_offset(l) + Net::Mixer::qkv_bias;
-      for (std::size_t i = 0; i < std::size_t(2 * D) * D; ++i)
-        from_source[w + i] = take != "all_but_qk";
-      for (std::size_t i = 0; i < std::size_t(2 * D); ++i)
-        from_source[b + i] = take != "all_but_qk";
-    }
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (from_source[i]) params_[i] = source[i];
+    if (!warm_source_) read_warm_start();
+    take_parameters(*warm_source_, Net::tensors(), std::span<Real>(params_), config_.text("take"),
+                    "field 'take'");
   }
 
   void truncate_metrics(std::int64_t step) {
@@ -488,7 +478,7 @@ class SelfPretrainingRun {
   std::uint64_t seed_;
   std::vector<listops::Example> train_, test_;
   std::vector<Real> params_, grads_;
-  std::vector<Real> warm_source_;  // warm_start's parameters, read before the folder is made
+  std::optional<SafetensorsFile> warm_source_;  // warm_start's checkpoint, opened early
   AdamW<Real> optimizer_;
   typename Net::Workspace ws_;
   nlohmann::json last_row_ = nlohmann::json::object();

@@ -42,9 +42,11 @@
 #include <emergent/train/checkpoint.hpp>
 #include <emergent/train/compiled_model.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/init_source.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/run_folder.hpp>
 #include <emergent/train/run_lock.hpp>
+#include <emergent/train/warm_start.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -103,8 +105,8 @@ class RunTrainer {
 
     const SequenceTask& task = *setup_.task;
     const int B = batch_, T = task.length();
-    const std::vector<float> full = task.full_loss_weights(),
-                             predictable = task.predictable_loss_weights();
+    const bool per_sequence = task.weights_per_sequence();  // weights of each batch (Dyck)
+    BatchWeights weights = per_sequence ? BatchWeights{} : batch_weights(task, {}, {}, B);
     const std::vector<float> target = task.attention_target();
     const std::string& name = setup_.predictable_name;
     const std::span<const float> bias_pattern =
@@ -125,10 +127,12 @@ class RunTrainer {
         attention_snapshot_steps(config_.save_attention_at, "config");
     for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
+      if (per_sequence) weights = batch_weights(task, inputs, targets, B);
       const bool snapshot = std::binary_search(snapshot_steps.begin(), snapshot_steps.end(), step),
-                 analysed = step % config_.log_every == 0 && step % config_.analysis_every == 0;
+                 analysed = step % config_.log_every == 0 && step % config_.analysis_every == 0 &&
+                            !per_sequence;
       const double loss = model_->step(
-          params_, grads_, {B, T, inputs, targets, full, bias_pattern, float(config_.bias)},
+          params_, grads_, {B, T, inputs, targets, weights.full, bias_pattern, float(config_.bias)},
           config_.threads, snapshot || analysed);
       const double lr = schedule.at(step);
       if (!std::isfinite(loss)) stop_not_finite(step, "the loss is " + std::to_string(loss));
@@ -138,10 +142,12 @@ class RunTrainer {
 
       if (snapshot) save_attention(step, loss, target);
       if (step % config_.log_every == 0) {
-        nlohmann::json row = metrics_row(step, loss, name, model_->weighted_mean(predictable),
-                                         model_->weighted_accuracy(predictable), lr, grad_norm,
-                                         seconds_since(started) + history_.wall_offset);
+        nlohmann::json row =
+            metrics_row(step, loss, name, model_->weighted_mean(weights.predictable),
+                        model_->weighted_accuracy(weights.predictable), lr, grad_norm,
+                        seconds_since(started) + history_.wall_offset);
         if (analysed) row.update(to_json(model_->analyse_last_step(task, target)));
+        if (!init_record_.empty()) row["init_source"] = std::exchange(init_record_, {});
         if (!changed_on_resume.empty())  // the first row after a resume that extended the run
           row["changed_on_resume"] = std::exchange(changed_on_resume, nlohmann::json::object());
         if (config_.eval_every > 0 && step % config_.eval_every == 0)
@@ -199,6 +205,7 @@ class RunTrainer {
     const auto checkpoint = latest_checkpoint(run_dir_);
     if (!checkpoint) {
       model_->init(params_, config_.seed);
+      if (!config_.init_from.empty()) take_init_source();
       std::filesystem::remove(run_dir_ / "metrics.jsonl");
       return 0;
     }
@@ -211,6 +218,19 @@ class RunTrainer {
       std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(),
                    (long long)state.step);
     return state.step;
+  }
+
+  // A stage's start (train/init_source.hpp, train/warm_start.hpp): the source's tensors over the
+  // fresh init; what was taken goes into the first metrics row.
+  void take_init_source() {
+    const InitSource source =
+        find_init_source(config_.init_from, config_.seed, "config: field 'init_from'");
+    const WarmStartReport report =
+        take_parameters(SafetensorsFile(source.checkpoint), model_->tensors(),
+                        std::span<float>(params_), config_.init_take, "config: field 'init_take'");
+    init_record_ = source.json();
+    init_record_["taken"] = report.taken;
+    init_record_["fresh"] = report.fresh;
   }
 
   // Nothing for a mixer without attention probabilities (its snapshot would be empty).
@@ -281,6 +301,7 @@ class RunTrainer {
   AdamW<float> optimizer_;
   RunHistory history_;
   std::int64_t saved_step_ = -1;  // the step of the checkpoint this process wrote last
+  nlohmann::json init_record_;    // the stage's source, until the first metrics row holds it
 };
 
 template <class Net>
