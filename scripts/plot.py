@@ -777,7 +777,9 @@ def ppt_condition(init_from):
 
 def prepretraining(args):
     """Pre-pretraining: does a first stage on another task (init_from) make the real task emerge
-    sooner? Left: Kaplan-Meier curves of the share of runs not yet emerged, per condition; right:
+    sooner? Left: Kaplan-Meier curves of the share of runs that have not yet reached --event
+    (default solved: at a hard linear map the loss leaves ln 2 within 100 steps in every run, so
+    the emergence step says little), per condition; right:
     the solved share with 95% Wilson intervals. Prints the table and the log-rank test."""
     rows = [r for folder in args.dirs for r in sweep_rows(folder)]
     for r in rows:
@@ -794,10 +796,13 @@ def prepretraining(args):
     colour = dict(zip(keys, colours(len(keys)) if len(keys) > 2 else ["C0", "C3"]))
     fig, (ax_km, ax_solved) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     table, outcomes = [], {}
+    event = f"{args.event}_step"
+
+    def times_of(members, column):  # (step, True) where the run reached it, else censored
+        return [(m["steps_done"], False) if m.get(column) is None else (m[column], True) for m in members]
     for x, k in enumerate(keys):
         members = [r["result"] for r in rows if label(r) == k]
-        runs_ = [(m["steps_done"], False) if m["emergence_step"] is None else (m["emergence_step"], True)
-                 for m in members]
+        runs_ = times_of(members, event)
         outcomes[k] = runs_
         curve = kaplan_meier(runs_)
         median, low, high = km_median(runs_)
@@ -820,7 +825,7 @@ def prepretraining(args):
     ax_km.axhline(0.5, color="grey", ls=":", lw=0.8)
     ax_km.set_ylim(-0.03, 1.03)
     ax_km.set_xlabel("step")
-    ax_km.set_ylabel("share of runs not yet emerged")
+    ax_km.set_ylabel(f"share of runs without {args.event} step yet")
     # One log-rank test across the conditions of each task.
     tests = []
     for task in tasks:
@@ -829,7 +834,7 @@ def prepretraining(args):
             continue
         statistic, df, p, _, _ = log_rank([outcomes[k] for k in of_task])
         where = f" ({task})" if len(tasks) > 1 else ""
-        line = (f"log-rank test of the emergence steps across the {len(of_task)} conditions{where}: "
+        line = (f"log-rank test of the {args.event} steps across the {len(of_task)} conditions{where}: "
                 + (f"chi-square {statistic:.3f}, df {df}, p = {p:.3g}" if df else "nothing to compare, p = 1"))
         try:
             from lifelines.statistics import multivariate_logrank_test
@@ -857,13 +862,27 @@ def prepretraining(args):
 
     def step(v):
         return "not reached" if v is None else f"{v:g}"
-    print("| condition | runs | emerged | KM median emergence step [95% CI] | solved share [95% Wilson] |")
+    print(f"| condition | runs | reached | KM median {args.event} step [95% CI] | solved share [95% Wilson] |")
     print("|---|---|---|---|---|")
     for name, n, emerged, median, low, high, solved, share, s_low, s_high in table:
         print(f"| {name} | {n} | {emerged} | {step(median)} [{step(low)}, {step(high)}] "
               f"| {solved}/{n} = {share:.2f} [{s_low:.2f}, {s_high:.2f}] |")
     for _, _, line in tests:
         print(line)
+    # The other events' medians and tests, in text: each step of analysis/emergence.hpp.
+    for other in ("emergence", "midpoint", "solved"):
+        if other == args.event:
+            continue
+        column = f"{other}_step"
+        print(f"\n{other} step: " + "; ".join(
+            f"{names[k]} KM median {step(km_median(times_of([r['result'] for r in rows if label(r) == k], column))[0])}"
+            for k in keys))
+        for task in tasks:
+            of_task = [k for k in keys if k[0] == task]
+            if len(of_task) >= 2:
+                statistic, df, p, _, _ = log_rank(
+                    [times_of([r["result"] for r in rows if label(r) == k], column) for k in of_task])
+                print(f"log-rank test of the {other} steps: chi-square {statistic:.3f}, df {df}, p = {p:.3g}")
 
 
 def main():
@@ -877,6 +896,9 @@ def main():
     parser.add_argument("--emergent", default="build/emergent")
     parser.add_argument("--title", default="")
     parser.add_argument("--layer", type=int, default=0, help="attention: the layer drawn")
+    parser.add_argument("--event", default="solved", choices=["emergence", "midpoint", "solved"],
+                        help="prepretraining: the step whose Kaplan-Meier curves are drawn (the others "
+                             "are printed)")
     parser.add_argument("--full", action="store_true", help="attention: the whole map, not only the "
                         "queries and keys of the true pattern")
     args = parser.parse_args()

@@ -13,6 +13,7 @@
 #include <emergent/model/model.hpp>
 #include <emergent/tasks/dyck.hpp>
 #include <emergent/tasks/registry.hpp>
+#include <emergent/train/compiled_model.hpp>
 #include <emergent/train/config.hpp>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -133,13 +134,11 @@ TEST_CASE("dyck: bad settings are refused in one line naming the field") {
   CHECK_THROWS_WITH_AS(resolve({{"open_probability", 1.0}}), doctest::Contains("open_probability"),
                        emergent::Error);
   CHECK_THROWS_WITH_AS(resolve({{"loss", "most"}}), doctest::Contains("loss"), emergent::Error);
-  // no fixed attention target: the bias intervention and snapshots are refused, not ignored
-  CHECK_THROWS_WITH_AS(resolve({{"bias", 5.0}}),
-                       doctest::Contains("its attention target differs per sequence"),
-                       emergent::Error);
+  // no fixed attention target: a batch-averaged snapshot would have none
   CHECK_THROWS_WITH_AS(resolve({{"save_attention_at", "10"}}),
                        doctest::Contains("its attention target differs per sequence"),
                        emergent::Error);
+  CHECK(resolve({{"bias", 5.0}}).bias == 5.0);  // the bias takes each sequence's own pattern
   const emergent::TrainConfig c = resolve(nlohmann::json::object());
   CHECK(c.shape.vocab == 4);
   CHECK(c.shape.layers == 2);
@@ -201,4 +200,46 @@ TEST_CASE("per-token loss weights: the batch's loss and gradient are the mean of
     for (std::size_t i = 0; i < g.size(); ++i) w = std::max(w, std::abs(g[i] - expected[i]));
     CHECK(w < 1e-12);
   }
+}
+
+TEST_CASE("dyck: the bias and the attention analysis read each sequence's own opener") {
+  // A strong bias on each sequence's target puts every head's attention on the matching opener,
+  // so the per-sequence IoU is 1; without it an untrained model is near chance. Both read the
+  // same [batch, length, length] target, per slice of the batch.
+  using Net = emergent::Model<
+      emergent::DotAttention,
+      emergent::Shape{
+          .vocab = 4, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16},
+      float>;
+  std::vector<float> params(Net::parameter_count);
+  Net::init(params, 2);
+  const emergent::TaskDeclaration& d = emergent::find_task("dyck", "test");
+  const emergent::TaskSetup setup =
+      d.setup(emergent::ParameterValues(d.parameters, {{"tokens", 16}, {"max_depth", 3}}, "t"));
+  const emergent::SequenceTask& task = *setup.task;
+  const int B = 12, T = task.length();
+  std::vector<std::int32_t> inputs(B * T), targets(B * T);
+  task.sample(4, 0, B, inputs, targets);
+  const std::vector<float> target = emergent::batch_attention_target(task, inputs, targets, B);
+  REQUIRE(target.size() == std::size_t(B) * T * T);
+  const emergent::BatchWeights w = emergent::batch_weights(task, inputs, targets, B);
+  for (float bias : {0.0f, 30.0f}) {
+    CAPTURE(bias);
+    emergent::DataParallelStep<Net> step(3);  // slices of 4 sequences
+    std::vector<float> grads(Net::parameter_count);
+    step.run(params, grads, {B, T, inputs, targets, w.full, target, bias}, true);
+    const emergent::AttentionAnalysis a =
+        emergent::analyse_attention<Net>(step.workspaces(), task, target);
+    REQUIRE(a.available);
+    CHECK(a.iou_chance > 0);
+    if (bias > 0) {
+      CHECK(a.iou == doctest::Approx(1.0));
+      for (double h : a.head_iou[0]) CHECK(h == doctest::Approx(1.0));
+      for (double e : a.entropy[0]) CHECK(e < 1e-3);
+    } else {
+      CHECK(a.iou_above_chance < 0.5);
+    }
+  }
+  // the fixed-target path refuses nothing and gives the linear map's columns as before
+  CHECK_FALSE(emergent::batch_attention_target(*setup.task, inputs, targets, B).empty());
 }

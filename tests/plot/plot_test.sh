@@ -49,10 +49,11 @@ row() {  # id init_from emergence_step solved_step steps_done
 { row n1 "" 100 150 400; row n2 "" null null 200; row n3 "" 300 null 400; } > "$dir/ppt-a/rows/shard-0-of-1.jsonl"
 { row d1 "runs/ppt-dyck" 200 250 400; row d2 "runs/ppt-dyck/runs/0123/step_000100.safetensors" 300 390 400
   row d3 "runs/figures/prepretraining-1-dyck-small/" null null 400; } > "$dir/ppt-b/rows/shard-0-of-1.jsonl"
-/usr/bin/python3 "$root/scripts/plot.py" prepretraining "$dir/ppt-a" "$dir/ppt-b" --out "$dir/prepretraining.png" > "$dir/ppt.txt"
+/usr/bin/python3 "$root/scripts/plot.py" prepretraining "$dir/ppt-a" "$dir/ppt-b" --event emergence --out "$dir/prepretraining.png" > "$dir/ppt.txt"
 grep -q "^| none | 3 | 2 | 300 \[100, not reached\] | 1/3 = 0.33 \[0.06, 0.79\] |" "$dir/ppt.txt"
 grep -q "^| dyck | 3 | 2 | 300 \[200, not reached\] | 2/3 = 0.67 \[0.21, 0.94\] |" "$dir/ppt.txt"
 grep -q "^log-rank test of the emergence steps across the 2 conditions: chi-square 0.264, df 1, p = 0.608" "$dir/ppt.txt"
+grep -q "^solved step: none KM median not reached; dyck KM median 390" "$dir/ppt.txt"
 for png in "$dir"/*.png; do
   # a PNG: its signature, and more than a blank canvas
   test "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a

@@ -2,8 +2,9 @@
 // its workspaces during the last forward pass, each beside what chance gets.
 //
 // The pattern is averaged over the batch first (as the paper's Fig. 3 maps are), per layer and
-// head. Then for each of the task's analysis queries, restricted to the keys where its target
-// lies (x0 for the linear map; the previous state for the cellular automaton) and renormalised:
+// head; a task whose target differs per sequence (Dyck) is read sequence by sequence instead. Then
+// for each of the task's analysis queries, restricted to the keys where its target lies (x0 for the
+// linear map; the previous state for the cellular automaton) and renormalised:
 //   entropy[layer][head] = mean over queries of -sum_j a_j ln a_j   (nats)
 //   head_iou[layer][head] = mean over target rows of that head's IoU: its top-|support| keys
 //         against the support (analysis/attention_iou.hpp)
@@ -17,12 +18,14 @@
 //         by chance; the per-head IoU against head_iou_chance still tells)
 #pragma once
 
+#include <algorithm>
 #include <emergent/analysis/attention_entropy.hpp>
 #include <emergent/analysis/attention_iou.hpp>
 #include <emergent/core/error.hpp>
 #include <emergent/mixers/mixer.hpp>
 #include <emergent/tasks/task.hpp>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace emergent {
@@ -62,62 +65,68 @@ std::vector<std::vector<double>> batch_averaged_patterns(
   return patterns;
 }
 
-// `slices`: the workspaces that together hold the batch (one per data-parallel slice). Mixers
-// without attention probabilities (KeepsAttention) give an analysis marked unavailable.
-template <class Net>
-AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices,
-                                    const SequenceTask& task, std::span<const float> target) {
-  if constexpr (!KeepsAttention<typename Net::Mixer>) {
-    return {};
-  } else {
-    if (task.weights_per_sequence()) return {};  // no fixed target (tasks/task.hpp)
-    require(!slices.empty(), "analyse_attention", "no workspace");
-    const int T = slices.front()->length, H = Net::shape.heads;
-    const std::vector<int> queries = task.analysis_queries();
-    AttentionAnalysis out;
-    out.available = true;
-    const std::vector<std::vector<double>> patterns = batch_averaged_patterns<Net>(slices);
-    for (int l = 0; l < Net::L; ++l) {
-      std::vector<double> entropy(H, 0.0);
-      for (int h = 0; h < H; ++h) {
-        for (int q : queries) {
-          const auto [begin, end] = task.analysis_key_range(q);
-          entropy[h] += restricted_row_entropy(
+namespace attention_summary_detail {
+// The sums of an analysis over target rows, one pattern ([layer][head * T * T]) at a time: the
+// batch-averaged pattern with the task's fixed target, or each sequence's own with its own.
+struct RowSums {
+  std::vector<std::vector<double>> entropy, head_iou;  // [layer][head]
+  std::size_t queries = 0;
+  double iou = 0, chance = 0, head_chance = 0;
+  int rows = 0;
+
+  RowSums(int layers, int heads)
+      : entropy(layers, std::vector<double>(heads, 0.0)),
+        head_iou(layers, std::vector<double>(heads, 0.0)) {}
+
+  // `queries` with their key ranges [begin, end), the target [T, T] of this pattern.
+  template <class KeyRange>
+  void add(const std::vector<std::vector<double>>& patterns, int T,
+           const std::vector<int>& query_list, const KeyRange& key_range,
+           std::span<const float> target) {
+    const int L = int(patterns.size()), H = int(entropy.front().size());
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h)
+        for (int q : query_list) {
+          const auto [begin, end] = key_range(q);
+          entropy[l][h] += restricted_row_entropy(
               patterns[l].data() + (static_cast<std::size_t>(h) * T + q) * T, begin, end);
         }
-        entropy[h] /= std::max<std::size_t>(1, queries.size());
-      }
-      out.entropy.push_back(std::move(entropy));
-    }
-    const int M = Net::L * H;
-    out.head_iou.assign(Net::L, std::vector<double>(H, 0.0));
-    double iou_sum = 0, chance_sum = 0, head_chance_sum = 0;
-    int rows = 0;
-    for (int q : queries) {
-      const auto [begin, end] = task.analysis_key_range(q);
+    queries += query_list.size();
+    const int M = L * H;
+    for (int q : query_list) {
+      const auto [begin, end] = key_range(q);
       std::vector<int> support;
       for (int j = begin; j < end; ++j)
         if (target[static_cast<std::size_t>(q) * T + j] > 0) support.push_back(j);
       if (support.empty()) continue;
       double best = 0;
-      for (int l = 0; l < Net::L; ++l)
+      for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
-          const double iou = head_row_iou(patterns[l], T, h, q, support, begin, end);
-          out.head_iou[l][h] += iou;
-          best = std::max(best, iou);
+          const double row_iou = head_row_iou(patterns[l], T, h, q, support, begin, end);
+          head_iou[l][h] += row_iou;
+          best = std::max(best, row_iou);
         }
-      iou_sum += best;
+      iou += best;
       const int keys = end - begin, k = static_cast<int>(support.size());
-      chance_sum += chance_row_iou(keys, k, M);
-      head_chance_sum += chance_row_iou(keys, k, 1);
+      chance += chance_row_iou(keys, k, M);
+      head_chance += chance_row_iou(keys, k, 1);
       ++rows;
     }
+  }
+
+  AttentionAnalysis result() const {
+    AttentionAnalysis out;
+    out.available = true;
+    out.entropy = entropy;
+    for (auto& layer : out.entropy)
+      for (double& v : layer) v /= std::max<std::size_t>(1, queries);
+    out.head_iou = head_iou;
     if (rows > 0) {
       for (auto& layer : out.head_iou)
         for (double& v : layer) v /= rows;
-      out.iou = iou_sum / rows;
-      out.iou_chance = chance_sum / rows;
-      out.head_iou_chance = head_chance_sum / rows;
+      out.iou = iou / rows;
+      out.iou_chance = chance / rows;
+      out.head_iou_chance = head_chance / rows;
       // Where chance leaves less than kMinimumRoom to 1, the best-head IoU cannot tell a learned
       // pattern from a random one (the automaton at S = 4: 3 target keys of 4, chance 0.9999 for
       // 32 heads): report 0 rather than a ratio of two rounding errors.
@@ -127,6 +136,56 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
                                  : 0.0;
     }
     return out;
+  }
+};
+}  // namespace attention_summary_detail
+
+// `slices`: the workspaces that together hold the batch (one per data-parallel slice); `target`:
+// the task's fixed target [T, T], or for a task with targets per sequence (tasks/task.hpp) the
+// batch's [batch, T, T], read one sequence at a time against that sequence's own attention, at
+// every query whose target row is not empty, over the keys up to the query. Mixers without
+// attention probabilities (KeepsAttention) give an analysis marked unavailable.
+template <class Net>
+AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices,
+                                    const SequenceTask& task, std::span<const float> target) {
+  if constexpr (!KeepsAttention<typename Net::Mixer>) {
+    return {};
+  } else {
+    require(!slices.empty(), "analyse_attention", "no workspace");
+    const int T = slices.front()->length, H = Net::shape.heads;
+    attention_summary_detail::RowSums sums(Net::L, H);
+    if (!task.weights_per_sequence()) {
+      sums.add(
+          batch_averaged_patterns<Net>(slices), T, task.analysis_queries(),
+          [&](int q) { return task.analysis_key_range(q); }, target);
+      return sums.result();
+    }
+    const std::size_t TT = static_cast<std::size_t>(T) * T, per_sequence = H * TT;
+    std::size_t sequence = 0;
+    std::vector<std::vector<double>> patterns(Net::L, std::vector<double>(per_sequence));
+    for (const auto* ws : slices)
+      for (int b = 0; b < ws->batch; ++b, ++sequence) {
+        require(target.size() >= (sequence + 1) * TT, "analyse_attention",
+                "the target must hold [batch, length, length] for a task with targets per "
+                "sequence");
+        const std::span<const float> own = target.subspan(sequence * TT, TT);
+        std::vector<int> queries;
+        for (int q = 0; q < T; ++q)
+          if (std::any_of(own.begin() + q * T, own.begin() + (q + 1) * T,
+                          [](float v) { return v > 0; }))
+            queries.push_back(q);
+        for (int l = 0; l < Net::L; ++l) {
+          const float* att = ws->layers[l].mixer.att + b * per_sequence;
+          std::copy(att, att + per_sequence, patterns[l].begin());
+        }
+        sums.add(
+            patterns, T, queries,
+            [](int q) {
+              return std::pair<int, int>{0, q + 1};
+            },
+            own);
+      }
+    return sums.result();
   }
 }
 

@@ -136,7 +136,8 @@ class DotAttention {
         attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head,
                                      acts.v + head, Form::transposed ? acts.kt + head : nullptr,
                                      Form::transposed ? acts.vt + head : nullptr);
-        Form::forward(head_inputs(acts, head), att, out, D, T, scale, ctx.bias_pattern,
+        Form::forward(head_inputs(acts, head), att, out, D, T, scale,
+                      ctx.bias_pattern ? ctx.bias_pattern + b * ctx.bias_stride : nullptr,
                       ctx.bias_strength);
       });
     });

@@ -81,6 +81,8 @@ class DataParallelStep {
         part.targets = in.targets.subspan(slice.begin * T, slice.batch * T);
         if (in.loss_weights.size() != T)  // per token: the slice's own
           part.loss_weights = in.loss_weights.subspan(slice.begin * T, slice.batch * T);
+        if (!in.bias_pattern.empty() && in.bias_pattern.size() != T * T)  // per sequence
+          part.bias_pattern = in.bias_pattern.subspan(slice.begin * T * T, slice.batch * T * T);
         slice.loss = Net::forward(params, part, ws);
         const std::size_t first = slice.begin * T, count = slice.batch * T;
         std::copy(ws.token_loss, ws.token_loss + count, token_loss_.begin() + first);

@@ -45,7 +45,8 @@ struct ForwardInput {
   std::span<const std::int32_t> inputs;   // [batch * length]
   std::span<const std::int32_t> targets;  // [batch * length]
   std::span<const float> loss_weights;    // [length], or [batch * length] per token
-  std::span<const float> bias_pattern;    // [length * length] or empty (no bias)
+  std::span<const float> bias_pattern;    // [length * length], per sequence [batch * length *
+                                          // length], or empty (no bias)
   float bias_strength = 0;
 };
 
@@ -131,6 +132,7 @@ class Model : public EmbeddedBlocks<
     std::vector<std::int32_t> inputs, targets;
     Real bias_strength = 0;
     bool has_bias = false;
+    std::vector<Real> sequence_bias;  // a bias pattern per sequence, when the input has one
 
     void resize(int batch_size, int sequence_length) {
       if (batch_size == batch && sequence_length == length && arena_.allocated()) return;
@@ -146,7 +148,14 @@ class Model : public EmbeddedBlocks<
     }
 
     MixerContext<Real> mixer_context() const {
-      return {batch, length, has_bias ? bias_pattern : nullptr, bias_strength};
+      const bool per_sequence = has_bias && !sequence_bias.empty();
+      MixerContext<Real> ctx{batch, length,
+                             !has_bias      ? nullptr
+                             : per_sequence ? sequence_bias.data()
+                                            : bias_pattern,
+                             bias_strength};
+      ctx.bias_stride = per_sequence ? long(length) * length : 0;
+      return ctx;
     }
 
    private:
@@ -195,10 +204,15 @@ class Model : public EmbeddedBlocks<
         for (int t = 0; t < T; ++t) w[t] = sum > 0 ? Real(w[t] / sum) : Real(0);
       }
     ws.has_bias = !in.bias_pattern.empty() && in.bias_strength != 0;
+    ws.sequence_bias.clear();
     if (ws.has_bias) {
-      require(in.bias_pattern.size() == static_cast<std::size_t>(T) * T, "Model::forward",
-              "bias_pattern must be [length, length]");
-      std::copy(in.bias_pattern.begin(), in.bias_pattern.end(), ws.bias_pattern);
+      const std::size_t TT = static_cast<std::size_t>(T) * T;
+      require(in.bias_pattern.size() == TT || in.bias_pattern.size() == N * T, "Model::forward",
+              "bias_pattern must be [length, length] or, per sequence, [batch, length, length]");
+      if (in.bias_pattern.size() == TT)
+        std::copy(in.bias_pattern.begin(), in.bias_pattern.end(), ws.bias_pattern);
+      else
+        ws.sequence_bias.assign(in.bias_pattern.begin(), in.bias_pattern.end());
     }
     ws.bias_strength = Real(in.bias_strength);
     const Real* p = params.data();

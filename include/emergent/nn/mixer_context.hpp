@@ -24,6 +24,10 @@ struct MixerContext {
   const int* lengths = nullptr;
   const Real* head_bias_strength = nullptr;
   Real* bias_strength_grad = nullptr;
+  // 0: one bias pattern for every sequence; length * length: a pattern per sequence
+  // [batch, length, length] (a task whose target differs per sequence, Dyck). Causal dot
+  // attention reads it; the bidirectional encoder's bias is always shared.
+  long bias_stride = 0;
 };
 
 }  // namespace emergent

@@ -20,13 +20,15 @@
 // ("closing"), and the loss is masked to them (loss = "closing", the default) or is the plain
 // next-token loss on every position (loss = "all"). These positions differ per sequence, so the
 // task gives its weights per sequence (tasks/task.hpp) and its attention target per sequence
-// (`attention_target_of`: the query before a closer to that closer's opener).
+// (`attention_target_of`: the query before a closer to that closer's opener), which the
+// attention analysis and the attention-bias intervention read as they read the linear map's.
 //
 // Sample b of step t: decision i is word (b << 32) + 2i of the Philox stream (data_seed, t), the
 // opener type word (b << 32) + 2i + 1, so a sample is the same for every batch size and thread
 // count.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -175,6 +177,18 @@ class Dyck {
     for (std::size_t p = 0; p < T; ++p)
       if (match[p + 1] >= 0) target[p * T + static_cast<std::size_t>(match[p + 1])] = 1.0f;
     return target;
+  }
+
+  // attention_target_of for each sequence of a batch, [batch, length, length].
+  void sequence_attention_targets(std::span<const std::int32_t> inputs,
+                                  std::span<const std::int32_t> targets, int batch,
+                                  std::span<float> target) const {
+    const std::size_t T = static_cast<std::size_t>(length());
+    for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
+      const std::vector<float> one =
+          attention_target_of(inputs.subspan(b * T, T), targets.subspan(b * T, T));
+      std::copy(one.begin(), one.end(), target.begin() + static_cast<std::ptrdiff_t>(b * T * T));
+    }
   }
 
   // The fixed views of tasks/task.hpp: none (every weight and target is per sequence).

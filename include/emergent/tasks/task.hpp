@@ -48,16 +48,20 @@ class SequenceTask {
       const = 0;                                          // predictions that can be learned
   virtual std::vector<int> analysis_queries() const = 0;  // queries with a known target
   virtual std::pair<int, int> analysis_key_range(int query) const = 0;  // keys the target lies in
-  // The weights above are the same for every sequence. A task whose learnable positions depend on
-  // the sampled tokens (Dyck: the positions whose next token is a closing bracket) says so and
-  // gives both per token of the batch just sampled, [batch, length] each; its attention target is
-  // per sequence too, so the fixed attention_target() is empty and the attention columns and the
-  // bias intervention, which need a fixed one, are not available for it.
+  // The weights and target above are the same for every sequence. A task whose learnable
+  // positions depend on the sampled tokens (Dyck: the positions whose next token is a closing
+  // bracket) says so and gives them for the batch just sampled: both weights per token, [batch,
+  // length] each, and the attention target per sequence, [batch, length, length]; its fixed
+  // attention_target() and analysis_queries() are empty. The attention analysis then reads every
+  // query whose row of its sequence's target is not empty, over the keys up to the query.
   virtual bool weights_per_sequence() const { return false; }
   virtual void sequence_weights(std::span<const std::int32_t> /*inputs*/,
                                 std::span<const std::int32_t> /*targets*/, int /*batch*/,
                                 std::span<float> /*full*/, std::span<float> /*predictable*/) const {
   }
+  virtual void sequence_attention_targets(std::span<const std::int32_t> /*inputs*/,
+                                          std::span<const std::int32_t> /*targets*/, int /*batch*/,
+                                          std::span<float> /*target*/) const {}
 };
 
 // The loss weights of a sampled batch: the task's fixed ones ([length]) or, for a task with
@@ -74,11 +78,23 @@ inline BatchWeights batch_weights(const SequenceTask& task, std::span<const std:
   return w;
 }
 
+// The attention target of a sampled batch: the task's fixed one ([length, length]) or, for a
+// task with weights per sequence, [batch, length, length] (the bias pattern and the analysis).
+inline std::vector<float> batch_attention_target(const SequenceTask& task,
+                                                 std::span<const std::int32_t> inputs,
+                                                 std::span<const std::int32_t> targets, int batch) {
+  if (!task.weights_per_sequence()) return task.attention_target();
+  std::vector<float> target(inputs.size() * static_cast<std::size_t>(task.length()));
+  task.sequence_attention_targets(inputs, targets, batch, target);
+  return target;
+}
+
 // A task class with weights per sequence (SequenceTask::sequence_weights).
 template <class Task>
 concept HasSequenceWeights = requires(const Task& task, std::span<const std::int32_t> tokens,
                                       std::span<float> weights) {
   task.sequence_weights(tokens, tokens, 0, weights, weights);
+  task.sequence_attention_targets(tokens, tokens, 0, weights);
 };
 
 template <class Task>
@@ -106,6 +122,12 @@ class TaskAdapter final : public SequenceTask {
                         std::span<float> predictable) const override {
     if constexpr (HasSequenceWeights<Task>)
       task_.sequence_weights(inputs, targets, batch, full, predictable);
+  }
+  void sequence_attention_targets(std::span<const std::int32_t> inputs,
+                                  std::span<const std::int32_t> targets, int batch,
+                                  std::span<float> target) const override {
+    if constexpr (HasSequenceWeights<Task>)
+      task_.sequence_attention_targets(inputs, targets, batch, target);
   }
   const Task& task() const { return task_; }
 

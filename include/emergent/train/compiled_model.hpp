@@ -29,22 +29,25 @@ struct EvalResult {
 inline constexpr std::uint64_t kEvalStep = std::uint64_t{1} << 40;
 
 // The losses of one forward pass, in `ws`, on the batch of data step `data_step` (sampled into
-// `inputs` and `targets`); `target` is the task's attention target, the bias pattern.
+// `inputs` and `targets`); `target` receives the batch's attention target (the task's fixed one,
+// or each sequence's: tasks/task.hpp), which is also the bias pattern.
 template <class Net>
 EvalResult batch_losses(std::span<const float> params, const SequenceTask& task,
                         std::uint64_t data_seed, std::uint64_t data_step, int batch, float bias,
-                        std::span<const float> target, typename Net::Workspace& ws,
-                        std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) {
+                        typename Net::Workspace& ws, std::vector<std::int32_t>& inputs,
+                        std::vector<std::int32_t>& targets, std::vector<float>& target) {
   const int T = task.length();
   inputs.resize(static_cast<std::size_t>(batch) * T);
   targets.resize(inputs.size());
   task.sample(data_seed, data_step, batch, inputs, targets);
   const BatchWeights weights = batch_weights(task, inputs, targets, batch);
+  target = batch_attention_target(task, inputs, targets, batch);
   EvalResult r;
-  r.loss = Net::forward(params,
-                        {batch, T, inputs, targets, weights.full,
-                         bias != 0 ? target : std::span<const float>(), bias},
-                        ws);
+  r.loss =
+      Net::forward(params,
+                   {batch, T, inputs, targets, weights.full,
+                    bias != 0 ? std::span<const float>(target) : std::span<const float>(), bias},
+                   ws);
   r.predictable_loss = Net::weighted_mean(ws, weights.predictable);
   r.predictable_accuracy = Net::weighted_accuracy(ws, weights.predictable);
   return r;
@@ -56,10 +59,10 @@ EvalResult evaluate(std::span<const float> params, const SequenceTask& task,
                     std::vector<std::int32_t>* inputs_out = nullptr,
                     std::vector<std::int32_t>* targets_out = nullptr) {
   std::vector<std::int32_t> inputs, targets;
-  const std::vector<float> target = task.attention_target();
+  std::vector<float> target;
   typename Net::Workspace ws;  // forward only: the ops spread over the threads themselves
-  EvalResult r = batch_losses<Net>(params, task, data_seed, kEvalStep, batch, bias, target, ws,
-                                   inputs, targets);
+  EvalResult r = batch_losses<Net>(params, task, data_seed, kEvalStep, batch, bias, ws, inputs,
+                                   targets, target);
   const typename Net::Workspace* slices[] = {&ws};
   r.attention = analyse_attention<Net>(slices, task, target);
   if (inputs_out) *inputs_out = inputs;
@@ -76,11 +79,11 @@ EvalResult held_out_losses(std::span<const float> params, const SequenceTask& ta
                            std::uint64_t data_seed, int batch, int batches, float bias,
                            typename Net::Workspace& ws) {
   std::vector<std::int32_t> inputs, targets;
-  const std::vector<float> target = task.attention_target();
+  std::vector<float> target;
   EvalResult r;
   for (int b = 0; b < batches; ++b) {
     const EvalResult one = batch_losses<Net>(params, task, data_seed, kEvalStep + std::uint64_t(b),
-                                             batch, bias, target, ws, inputs, targets);
+                                             batch, bias, ws, inputs, targets, target);
     r.loss += one.loss;
     r.predictable_loss += one.predictable_loss;
     r.predictable_accuracy += one.predictable_accuracy;

@@ -352,10 +352,10 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
               std::to_string(declaration.default_shape.heads) + ")");
   require(c.init_take == "all" || !c.init_from.empty(), where,
           "field 'init_take' = '" + c.init_take + "' needs field 'init_from' (a run to take from)");
-  require((c.bias == 0 && c.save_attention_at.empty()) || !setup.task->weights_per_sequence(),
-          where,
-          "fields 'bias' and 'save_attention_at' are not allowed for task " + c.task +
-              ": its attention target differs per sequence (only bias 0 and no snapshots)");
+  require(c.save_attention_at.empty() || !setup.task->weights_per_sequence(), where,
+          "field 'save_attention_at' is not allowed for task " + c.task +
+              ": its attention target differs per sequence, so a batch-averaged map has none "
+              "(leave it empty)");
   require(c.bias == 0 || find_mixer(c.mixer, where).takes_attention_bias, where,
           "field 'bias' = " + parameter_detail::number_text(c.bias) + " is not allowed for mixer " +
               c.mixer +

@@ -105,12 +105,11 @@ class RunTrainer {
 
     const SequenceTask& task = *setup_.task;
     const int B = batch_, T = task.length();
-    const bool per_sequence = task.weights_per_sequence();  // weights of each batch (Dyck)
+    // Weights and attention target: the task's fixed ones, or each batch's (Dyck).
+    const bool per_sequence = task.weights_per_sequence();
     BatchWeights weights = per_sequence ? BatchWeights{} : batch_weights(task, {}, {}, B);
-    const std::vector<float> target = task.attention_target();
+    std::vector<float> target = per_sequence ? std::vector<float>() : task.attention_target();
     const std::string& name = setup_.predictable_name;
-    const std::span<const float> bias_pattern =
-        config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
     const LrSchedule schedule{config_.lr, config_.warmup_steps,
                               parse_schedule_kind(config_.schedule), config_.steps,
@@ -127,10 +126,15 @@ class RunTrainer {
         attention_snapshot_steps(config_.save_attention_at, "config");
     for (; step < config_.steps && !stopped_early; ++step) {
       task.sample(config_.seed, static_cast<std::uint64_t>(step), B, inputs, targets);
-      if (per_sequence) weights = batch_weights(task, inputs, targets, B);
       const bool snapshot = std::binary_search(snapshot_steps.begin(), snapshot_steps.end(), step),
-                 analysed = step % config_.log_every == 0 && step % config_.analysis_every == 0 &&
-                            !per_sequence;
+                 analysed = step % config_.log_every == 0 && step % config_.analysis_every == 0;
+      if (per_sequence) {
+        weights = batch_weights(task, inputs, targets, B);
+        if (config_.bias != 0 || analysed)
+          target = batch_attention_target(task, inputs, targets, B);
+      }
+      const std::span<const float> bias_pattern =
+          config_.bias != 0 ? std::span<const float>(target) : std::span<const float>();
       const double loss = model_->step(
           params_, grads_, {B, T, inputs, targets, weights.full, bias_pattern, float(config_.bias)},
           config_.threads, snapshot || analysed);
