@@ -185,6 +185,16 @@ TEST_CASE("stages: what each init_take takes, by name and shape; the rest stays 
           emergent::take_parameters(source, MapNet::tensors(), std::span<float>(mamba), "some",
                                     "init_take");
         }).find("expected all, qk or all_but_qk") != std::string::npos);
+  // a checkpoint that shares no tensor of the same name and shape gives nothing: refused
+  const std::vector<float> other(4 * 8, 0.5f);
+  emergent::write_safetensors(dir.path / "other.safetensors",
+                              {{"layers.0.mixer.qkv.weight", {4, 8}, other}});
+  std::vector<float> params(MapNet::parameter_count);
+  CHECK(
+      error_of([&] {
+        emergent::take_parameters(emergent::SafetensorsFile(dir.path / "other.safetensors"),
+                                  MapNet::tensors(), std::span<float>(params), "all", "init_take");
+      }).find("shares no tensor of the same name and shape with this model") != std::string::npos);
 }
 
 TEST_CASE("stages: a two-stage run records its source, and resumes bit for bit in either stage") {

@@ -452,8 +452,12 @@ class SelfPretrainingRun {
   // everything but those rows (train/warm_start.hpp).
   void warm_start() {
     if (!warm_source_) read_warm_start();
-    take_parameters(*warm_source_, Net::tensors(), std::span<Real>(params_), config_.text("take"),
-                    "field 'take'");
+    const WarmStartReport report =
+        take_parameters(*warm_source_, Net::tensors(), std::span<Real>(params_),
+                        config_.text("take"), "field 'take'");
+    require(report.mismatched.empty(), warm_source_->path().string(),
+            "tensor '" + (report.mismatched.empty() ? "" : report.mismatched.front()) +
+                "' is missing or of another shape (is this a checkpoint of another encoder?)");
   }
 
   void truncate_metrics(std::int64_t step) {

@@ -33,8 +33,9 @@ inline const std::vector<std::string>& warm_start_takes() {
 }
 
 struct WarmStartReport {
-  std::vector<std::string> taken;  // tensors taken, whole or in part
-  std::vector<std::string> fresh;  // tensors left at their fresh initialisation
+  std::vector<std::string> taken;       // tensors taken, whole or in part
+  std::vector<std::string> fresh;       // tensors left at their fresh initialisation
+  std::vector<std::string> mismatched;  // of those, the ones the source lacks or shapes otherwise
 };
 
 namespace warm_start_detail {
@@ -64,6 +65,7 @@ WarmStartReport take_parameters(const SafetensorsFile& source,
     model_has_qk |= qk > 0;
     const bool same = source.contains(t.name) && source.info(t.name).shape == t.shape;
     const std::size_t begin = wants_qk ? 0 : qk, end = wants_rest ? t.size : qk;
+    if (!same) report.mismatched.push_back(t.name);
     if (!same || begin >= end) {
       report.fresh.push_back(t.name);
       continue;
@@ -80,6 +82,9 @@ WarmStartReport take_parameters(const SafetensorsFile& source,
           "'" + take +
               "' is not allowed for this model: it has no fused query-key-value projection "
               "(qkv) to split; use all");
+  require(!report.taken.empty(), source.path().string(),
+          "shares no tensor of the same name and shape with this model: nothing to take (a "
+          "checkpoint of another width, depth or mixer?)");
   return report;
 }
 
