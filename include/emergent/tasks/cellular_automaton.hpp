@@ -35,6 +35,7 @@
 #include <emergent/core/philox.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/frames.hpp>
 #include <emergent/tasks/task.hpp>
 #include <limits>
 #include <memory>
@@ -125,7 +126,8 @@ class CellularAutomaton {
   int window() const { return window_; }
   int depth() const { return depth_; }
   int rules() const { return rules_; }
-  int length() const { return state_size_ * states_ - 1; }
+  FrameLayout frame_layout() const { return {state_size_, states_}; }
+  int length() const { return frame_layout().length(); }
   // C^W, the entries of one table.
   int table_size() const { return static_cast<int>(table_size_); }
   // k(W-1)/2: a recorded cell depends on cells i-r .. i+r (mod S) of the previous recorded state.
@@ -255,51 +257,20 @@ class CellularAutomaton {
     return keys;
   }
 
-  // [length, length] (query x key): 1 at (query, key) for key in target_keys(query), else 0. The
-  // attention-bias intervention (§3.2) adds c times this to the logits. Dense: at S=512, T=16 it
-  // is 8191^2 floats (268 MB); target_keys() is the sparse form.
+  // The frames' view (tasks/frames.hpp): the attention-bias intervention (§3.2) adds c times
+  // attention_target() to the logits; dense, at S=512, T=16 it is 8191^2 floats (268 MB), and
+  // target_keys() is the sparse form. The full loss starts at ln C (ln 4 = 1.386) and its plateau
+  // ends when it falls below 1.3 (§3.3); the predictions of s_0 are noise.
   std::vector<float> attention_target() const {
-    const std::size_t L = static_cast<std::size_t>(length());
-    std::vector<float> target(L * L, 0.0f);
-    for (int query = state_size_ - 1; query < length(); ++query) {
-      for (int key : target_keys(query)) {
-        target[static_cast<std::size_t>(query) * L + static_cast<std::size_t>(key)] = 1.0f;
-      }
-    }
-    return target;
+    return frame_layout().attention_target([&](int query) { return target_keys(query); });
   }
-
-  // All positions weighted 1: the loss the paper plots, which starts at ln C (ln 4 = 1.386) and
-  // whose plateau ends when it falls below 1.3 (§3.3).
-  std::vector<float> full_loss_weights() const {
-    return std::vector<float>(static_cast<std::size_t>(length()), 1.0f);
-  }
-
-  // 1 at positions S-1 .. S*T-2 (predictions of states 1 .. T-1), 0 at the S-1 predictions of
-  // s_0, which are uniform noise.
+  std::vector<float> full_loss_weights() const { return frame_layout().full_loss_weights(); }
   std::vector<float> predictable_loss_weights() const {
-    std::vector<float> weights(static_cast<std::size_t>(length()), 0.0f);
-    for (int p = state_size_ - 1; p < length(); ++p) weights[static_cast<std::size_t>(p)] = 1.0f;
-    return weights;
+    return frame_layout().predictable_loss_weights();
   }
-
-  // The queries whose attention is analysed: positions S-1 .. S*T-2 (those with a target).
-  std::vector<int> analysis_queries() const {
-    std::vector<int> queries;
-    queries.reserve(static_cast<std::size_t>(length() - (state_size_ - 1)));
-    for (int p = state_size_ - 1; p < length(); ++p) queries.push_back(p);
-    return queries;
-  }
-
-  // [begin, end) of the keys of the previous recorded state for an analysed query: the query
-  // predicting a cell of state t gets [(t-1)*S, t*S).
+  std::vector<int> analysis_queries() const { return frame_layout().analysis_queries(); }
   std::pair<int, int> analysis_key_range(int query) const {
-    require(query >= state_size_ - 1 && query < length(),
-            "CellularAutomaton::analysis_key_range query",
-            "must be in [S-1, length) = [" + std::to_string(state_size_ - 1) + ", " +
-                std::to_string(length()) + "), got " + std::to_string(query));
-    const int t = (query + 1) / state_size_;
-    return {(t - 1) * state_size_, t * state_size_};
+    return frame_layout().analysis_key_range(query, "CellularAutomaton");
   }
 
   // The minimum full-sequence loss if every prediction of states 1 .. T-1 were certain:

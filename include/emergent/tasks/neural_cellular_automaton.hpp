@@ -89,6 +89,7 @@
 #include <emergent/core/philox.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/settings/parameters.hpp>
+#include <emergent/tasks/frames.hpp>
 #include <emergent/tasks/task.hpp>
 #include <memory>
 #include <span>
@@ -206,7 +207,8 @@ class NeuralCellularAutomaton {
   double max_complexity() const { return max_complexity_; }
   // (G/P)^2, the tokens of one frame.
   int patches_per_frame() const { return patches_; }
-  int length() const { return frames_ * patches_ - 1; }
+  FrameLayout frame_layout() const { return {patches_, frames_}; }
+  int length() const { return frame_layout().length(); }
   // K = max(F, 16): the frames the complexity filter runs a candidate for.
   int filter_frames() const { return filter_frames_; }
   // R: the mean compressed size of uniformly random trajectories of K*G*G cells.
@@ -377,48 +379,18 @@ class NeuralCellularAutomaton {
     return keys;
   }
 
-  // [length, length] (query x key): 1 at (query, key) for key in target_keys(query), else 0.
+  // The frames' view (tasks/frames.hpp): the previous frame's neighbouring patches as the target,
+  // every position in the loss, the predictions of frames 1 .. F-1 learnable.
   std::vector<float> attention_target() const {
-    const std::size_t L = static_cast<std::size_t>(length());
-    std::vector<float> target(L * L, 0.0f);
-    for (int query = patches_ - 1; query < length(); ++query) {
-      for (int key : target_keys(query)) {
-        target[static_cast<std::size_t>(query) * L + static_cast<std::size_t>(key)] = 1.0f;
-      }
-    }
-    return target;
+    return frame_layout().attention_target([&](int query) { return target_keys(query); });
   }
-
-  // All positions weighted 1.
-  std::vector<float> full_loss_weights() const {
-    return std::vector<float>(static_cast<std::size_t>(length()), 1.0f);
-  }
-
-  // 1 at positions N-1 .. F*N-2 (the predictions of frames 1 .. F-1), 0 at the N-1 predictions
-  // of frame_0, which is uniform noise.
+  std::vector<float> full_loss_weights() const { return frame_layout().full_loss_weights(); }
   std::vector<float> predictable_loss_weights() const {
-    std::vector<float> weights(static_cast<std::size_t>(length()), 0.0f);
-    for (int p = patches_ - 1; p < length(); ++p) weights[static_cast<std::size_t>(p)] = 1.0f;
-    return weights;
+    return frame_layout().predictable_loss_weights();
   }
-
-  // The queries whose attention is analysed: positions N-1 .. F*N-2.
-  std::vector<int> analysis_queries() const {
-    std::vector<int> queries;
-    queries.reserve(static_cast<std::size_t>(length() - (patches_ - 1)));
-    for (int p = patches_ - 1; p < length(); ++p) queries.push_back(p);
-    return queries;
-  }
-
-  // [begin, end) of the previous frame's positions: the query predicting a patch of frame f gets
-  // [(f-1)*N, f*N).
+  std::vector<int> analysis_queries() const { return frame_layout().analysis_queries(); }
   std::pair<int, int> analysis_key_range(int query) const {
-    require(query >= patches_ - 1 && query < length(),
-            "NeuralCellularAutomaton::analysis_key_range query",
-            "must be in [N-1, length) = [" + std::to_string(patches_ - 1) + ", " +
-                std::to_string(length()) + "), got " + std::to_string(query));
-    const int f = (query + 1) / patches_;
-    return {(f - 1) * patches_, f * patches_};
+    return frame_layout().analysis_key_range(query, "NeuralCellularAutomaton");
   }
 
  private:
