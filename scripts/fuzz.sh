@@ -21,7 +21,7 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 # Build all first (two at a time), then run.
 pids=()
 for t in "${targets[@]}"; do
-  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" -o "$out/fuzz_$t" &
+  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" -o "$out/fuzz_$t" -lz &  # zlib: the nca task
   pids+=($!)
   if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
