@@ -5,6 +5,7 @@
 //   emergent sweep status|collect|summarize DIR ...
 //   emergent spt --pretrain-steps 2000 --steps 4000 --out runs/NAME (cli/spt_commands.hpp)
 //   emergent listops --min-length 100 --max-length 500 --count 10
+//   emergent lm --corpus runs/corpus --layers 2 --d-model 64 --out runs/NAME (cli/lm_commands.hpp)
 //   emergent shapes
 //   emergent pythia curve | emergence | patch ...          (cli/pythia_commands.hpp)
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/lm_commands.hpp"
 #include "cli/parse_command_line.hpp"
 #include "cli/pythia_commands.hpp"
 #include "cli/spt_commands.hpp"
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_subcommand("shapes", "list the prebuilt shapes (others are compiled on demand)");
   const emergent::cli::PythiaCommands pythia(app);
   const emergent::cli::SelfPretrainingCommands spt(app);
+  const emergent::cli::LanguageModelCommands lm(app);
 
   if (const auto stop = emergent::cli::parse_command_line(app, argc, argv)) return *stop;
   try {
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
       pythia.run();
     } else if (spt.selected()) {
       spt.run();
+    } else if (lm.selected()) {
+      lm.run();
     } else {
       for (const auto& e : emergent::cli::shape_registry())
         std::printf("%s  (%zu parameters)\n", emergent::cli::describe(e.mixer, e.shape).c_str(),

@@ -248,7 +248,9 @@ class SweepCommands {
       write_text_atomically(run_dir / "config.json", r.config.dump(2) + "\n");
     const std::string config = (run_dir / "config.json").string(), out = run_dir.string(),
                       log = (run_dir / "train.log").string();
-    const char* command = is_self_pretraining(r.config) ? "spt" : "train";
+    const char* command = is_self_pretraining(r.config) ? "spt"
+                          : is_language_model(r.config) ? "lm"
+                                                        : "train";
     run_child(self, {command, "--config", config, "--out", out, "--quiet"}, log,
               "run " + r.id + " {" + r.label + "}");
     return result_row(r, run_dir);
@@ -327,8 +329,9 @@ class SweepCommands {
                     const std::filesystem::path& rows_file) const {
     const std::filesystem::path program = ensemble_program(backend_);
     for (const PlannedRun* r : todo)
-      require(!is_self_pretraining(r->config), "run " + r->id + " {" + r->label + "}",
-              "self-pretraining runs train with --backend cpu only");
+      require(!is_self_pretraining(r->config) && !is_language_model(r->config),
+              "run " + r->id + " {" + r->label + "}",
+              "self-pretraining and language-model runs train with --backend cpu only");
     const std::vector<std::vector<const PlannedRun*>> groups = seed_groups(todo);
     std::size_t finished = 0, failed = 0;
     for (const std::vector<const PlannedRun*>& group : groups) {

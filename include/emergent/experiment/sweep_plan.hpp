@@ -11,6 +11,7 @@
 #include <emergent/experiment/sweep_folder.hpp>
 #include <emergent/io/json.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/language_model_config.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/run_binding.hpp>
 #include <emergent/train/self_pretraining_config.hpp>
@@ -29,9 +30,15 @@ inline bool is_self_pretraining(const nlohmann::json& settings) {
   return settings.contains("task") && settings["task"] == "listops";
 }
 
+// Language-model runs name task "corpus" and run as `emergent lm`.
+inline bool is_language_model(const nlohmann::json& settings) {
+  return settings.contains("task") && settings["task"] == "corpus";
+}
+
 // A run's config read from disk, resolved as plan_sweep resolves the sweep's.
 inline nlohmann::json normalised_config(const nlohmann::json& config, const std::string& where) {
   if (is_self_pretraining(config)) return resolve_self_pretraining(config, where).json();
+  if (is_language_model(config)) return resolve_language_model(config, where).json();
   return to_json(train_config_from_json(config, where));
 }
 
@@ -66,6 +73,9 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file,
     if (is_self_pretraining(settings)) {  // `emergent spt` runs (train/self_pretraining.hpp)
       config = resolve_self_pretraining(settings, where).json();
       id = run_id(config, self_pretraining_parameters());
+    } else if (is_language_model(settings)) {  // `emergent lm` runs
+      config = resolve_language_model(settings, where).json();
+      id = run_id(config, language_model_parameters());
     } else {
       TrainConfig c = resolve_config(settings, where);
       if (complete) complete(c);

@@ -33,14 +33,29 @@ class RotaryTable {
     }
   }
 
-  // Rotates x[0 .. 2 half) of one head vector at `position` in place.
-  void rotate(float* x, int position) const {
+  // Rotates x[0 .. 2 half) of one head vector at `position` in place (float, or double with
+  // the float tables, as transformers computes cos and sin in float32 for every dtype).
+  template <class Real>
+  void rotate(Real* x, int position) const {
     const float* c = cos_.data() + static_cast<std::size_t>(position) * half_;
     const float* s = sin_.data() + static_cast<std::size_t>(position) * half_;
     for (int j = 0; j < half_; ++j) {
-      const float lo = x[j], hi = x[j + half_];
-      x[j] = lo * c[j] - hi * s[j];
-      x[j + half_] = hi * c[j] + lo * s[j];
+      const Real lo = x[j], hi = x[j + half_];
+      x[j] = lo * Real(c[j]) - hi * Real(s[j]);
+      x[j + half_] = hi * Real(c[j]) + lo * Real(s[j]);
+    }
+  }
+
+  // The transpose of rotate (the rotation by -angle): a gradient with respect to the rotated
+  // vector becomes one with respect to the unrotated.
+  template <class Real>
+  void rotate_back(Real* x, int position) const {
+    const float* c = cos_.data() + static_cast<std::size_t>(position) * half_;
+    const float* s = sin_.data() + static_cast<std::size_t>(position) * half_;
+    for (int j = 0; j < half_; ++j) {
+      const Real lo = x[j], hi = x[j + half_];
+      x[j] = lo * Real(c[j]) + hi * Real(s[j]);
+      x[j + half_] = hi * Real(c[j]) - lo * Real(s[j]);
     }
   }
 

@@ -14,6 +14,7 @@
 #include <emergent/io/safetensors.hpp>
 #include <emergent/model/model.hpp>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -68,18 +69,20 @@ struct CheckpointState {
 inline void save_checkpoint(const std::filesystem::path& path,
                             const std::vector<ParameterTensor>& list, std::span<const float> params,
                             std::span<const float> first_moment,
-                            std::span<const float> second_moment, const CheckpointState& state) {
+                            std::span<const float> second_moment, const CheckpointState& state,
+                            const std::map<std::string, std::string>& more_metadata = {}) {
   std::vector<TensorToWrite> tensors;
   for (const auto& t : list) tensors.push_back({t.name, t.shape, params.subspan(t.offset, t.size)});
   for (const auto& t : list)
     tensors.push_back({"optimizer.m." + t.name, t.shape, first_moment.subspan(t.offset, t.size)});
   for (const auto& t : list)
     tensors.push_back({"optimizer.v." + t.name, t.shape, second_moment.subspan(t.offset, t.size)});
-  write_safetensors(path, tensors,
-                    {{"step", std::to_string(state.step)},
-                     {"optimizer_steps", std::to_string(state.optimizer_steps)},
-                     {"config", state.config_json},
-                     {"format", "emergent training checkpoint v1"}});
+  std::map<std::string, std::string> metadata = more_metadata;
+  metadata["step"] = std::to_string(state.step);
+  metadata["optimizer_steps"] = std::to_string(state.optimizer_steps);
+  metadata["config"] = state.config_json;
+  metadata["format"] = "emergent training checkpoint v1";
+  write_safetensors(path, tensors, metadata);
 }
 
 template <class Net>
