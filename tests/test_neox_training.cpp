@@ -3,6 +3,7 @@
 // against transformers' GPTNeoXForCausalLM autograd (tests/golden/neox_train/, made by
 // tests/golden/make_neox_train_golden.py).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +12,13 @@
 #include <emergent/core/philox.hpp>
 #include <emergent/io/hf_config.hpp>
 #include <emergent/io/safetensors.hpp>
+#include <emergent/neox/load_checkpoint.hpp>
+#include <emergent/neox/save_checkpoint.hpp>
 #include <emergent/neox/training_network.hpp>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -228,4 +234,57 @@ TEST_CASE("neox training: bad configs and tokens are refused in one line") {
   const std::vector<std::int32_t> ok(40, 1);
   CHECK_THROWS_WITH_AS(net.forward(ok, ok, 2, 20), doctest::Contains("max_position_embeddings"),
                        emergent::Error);
+}
+
+// A checkpoint written by emergent (neox/save_checkpoint.hpp) is the committed folder
+// tests/golden/neox_train/export byte for byte, and that folder is what transformers loaded
+// (tests/golden/check_neox_export.py wrote transformers_logits.safetensors from it): so
+// transformers reads what emergent writes with the logits emergent computes, and emergent's own
+// loader (neox/load_checkpoint.hpp) reads it back. The parameters are exact binary fractions
+// (Philox uniforms), so the bytes are the same on every machine.
+TEST_CASE("neox training: an exported checkpoint is what transformers loaded, same logits") {
+  NeoxConfig c;
+  c.vocab_size = 96;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.num_hidden_layers = 2;
+  c.intermediate_size = 256;
+  c.rotary_pct = 0.25;
+  NeoxTrainingNetwork<float> net(c);
+  const emergent::PhiloxStream stream(11, 13);
+  for (std::size_t i = 0; i < net.parameters().size(); ++i)
+    net.parameters()[i] = stream.uniform(i) - 0.5f;
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("emergent-export-" + std::to_string(::getpid()));
+  emergent::neox::save_checkpoint(
+      out, c, [&](std::string_view name) { return std::span<const float>(net.parameter(name)); });
+  const std::filesystem::path golden = kGolden / "export";
+  const auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    CAPTURE(file);
+    CHECK(bytes(out / file) == bytes(golden / file));
+  }
+  const nlohmann::json tokens = nlohmann::json::parse(bytes(golden / "tokens.json"));
+  const emergent::SafetensorsFile theirs(golden / "transformers_logits.safetensors");
+  const std::vector<float> expected = theirs.read_f32("logits");
+  const auto loaded = emergent::neox::load_checkpoint(out);
+  const int B = int(tokens.size()), T = int(tokens[0].size()), V = c.vocab_size;
+  for (int b = 0; b < B; ++b) {
+    const std::vector<std::int32_t> row = tokens[b].get<std::vector<std::int32_t>>();
+    const std::vector<float> ours = loaded.network->forward(row);
+    const std::vector<float> trained = net.logits(row, 1, T);
+    double diff = 0, diff_trained = 0, scale = 0;
+    for (int i = 0; i < T * V; ++i) {
+      const float e = expected[std::size_t(b) * T * V + i];
+      diff = std::max(diff, double(std::abs(ours[i] - e)));
+      diff_trained = std::max(diff_trained, double(std::abs(trained[i] - e)));
+      scale = std::max(scale, double(std::abs(e)));
+    }
+    CHECK(diff <= 1e-5 * scale);
+    CHECK(diff_trained <= 1e-5 * scale);
+  }
+  std::filesystem::remove_all(out);
 }

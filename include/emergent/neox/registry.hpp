@@ -34,6 +34,12 @@ inline constexpr std::array kCompiledNeoxShapes{
     NamedNeoxShape{"pythia-70m", pythia_70m},
     NamedNeoxShape{"pythia-160m", pythia_160m},
     NamedNeoxShape{"pythia-410m", pythia_410m},
+    // The suite trained here (sweeps/mini-suite.toml, docs/mini-suite.md); its smallest size,
+    // 2 x 64, is golden-parallel's shape.
+    NamedNeoxShape{"mini-4x128",
+                   {.d_model = 128, .heads = 4, .layers = 4, .d_ff = 512, .rotary_dims = 8}},
+    NamedNeoxShape{"mini-6x192",
+                   {.d_model = 192, .heads = 6, .layers = 6, .d_ff = 768, .rotary_dims = 8}},
     // The tiny models of tests/golden/neox (tests/golden/make_neox_golden.py).
     NamedNeoxShape{"golden-parallel",
                    {.d_model = 64, .heads = 4, .layers = 2, .d_ff = 256, .rotary_dims = 4}},
