@@ -128,4 +128,52 @@ python3 "$root/tests/make_wide_vocab_checkpoint.py" "$root/tests/golden/neox/par
 grep -Eq "id 63[89] \(no token\)" "$dir/curve.txt"
 grep -q '"greedy"' "$dir/curve.json"
 expect_error "pass --tokenizer" "$cli" pythia curve --suite "$dir/suite"
+
+# pythia prompt sets (docs/pythia.md): the prompts as JSON lines, distinct per kind; a rigged
+# suite whose token 316 (" p" in the golden tokenizer) wins from step 64 on, the target of one of
+# four pattern prompts: solved from 64 at accuracy >= 0.25, never at 0.5; patching's top K.
+"$cli" pythia prompts --kinds ioi,pattern --count 5 --length 3 > "$dir/prompts.jsonl"
+python3 "$root/tests/make_rigged_pythia_suite.py" "$root/tests/golden/neox/parallel_f32" "$dir/rigged" 316
+cp "$root/tests/golden/tokenizer/tokenizer.json" "$dir/rigged/"
+set4=(--kinds pattern --count 4 --length 3)
+"$cli" pythia emergence --suite "$dir/rigged" "${set4[@]}" --threshold 0.25 --json "$dir/set_emergence.json" > /dev/null
+"$cli" pythia emergence --suite "$dir/rigged" "${set4[@]}" --json "$dir/set_never.json" > /dev/null
+"$cli" pythia curve --suite "$dir/rigged" "${set4[@]}" --threshold 0.25 --json "$dir/set_curve.json" > /dev/null
+"$cli" pythia patch --suite "$dir/rigged" --pre-step 32 --post-step 64 "${set4[@]}" --json "$dir/set_patch.json" > /dev/null
+python3 - "$dir" <<'PY'
+import json, sys
+from pathlib import Path
+d = Path(sys.argv[1])
+rows = [json.loads(line) for line in open(d / "prompts.jsonl")]
+assert len(rows) == 10 and all(list(r) == ["kind", "seed", "text", "target"] for r in rows), rows
+for kind in ("ioi", "pattern"):
+    assert len({r["text"] for r in rows if r["kind"] == kind}) == 5, rows
+close = lambda a, b: abs(a - b) <= 1e-9 * max(1.0, abs(b))
+em = json.load(open(d / "set_emergence.json"))
+k = em["kinds"][0]
+assert (k["outcome"], k["last_failing_step"], k["first_solving_step"], k["emergence_step"]) == ("emerged", 32, 64, 48.0), k
+assert k["prompts"][0]["target_token"] == 316 and len(k["evaluations"]) <= 6
+for e in k["evaluations"]:
+    assert len(e["p_target"]) == len(e["correct"]) == len(e["greedy"]) == 4
+    assert close(e["accuracy"], sum(e["correct"]) / 4) and close(e["mean_p_target"], sum(e["p_target"]) / 4)
+    assert e["solved"] == (e["accuracy"] >= 0.25)
+assert json.load(open(d / "set_never.json"))["kinds"][0]["outcome"] == "never solved"
+curve = json.load(open(d / "set_curve.json"))["kinds"][0]
+assert len(curve["checkpoints"]) == 13 and curve["emergence_step"] == 48.0 and curve["monotone"]
+patch = json.load(open(d / "set_patch.json"))["kinds"][0]
+heads, top = patch["heads"], patch["top_k"]
+assert [t["k"] for t in top] == [1, 2, 4, 8]  # 16 capped at 2 layers x 4 heads
+assert all(h["name"] == f"L{h['layer']}H{h['head']}" for h in heads) and len(heads) == 8
+gap = patch["mean_p_post"] - patch["mean_p_pre"]
+for t in top:
+    assert t["heads"] == [h["name"] for h in heads[:t["k"]]]
+    assert close(t["mean_p_patched"], sum(t["p_patched"]) / 4)
+    assert close(t["recovery"], (t["mean_p_patched"] - patch["mean_p_pre"]) / gap)
+PY
+"$cli" pythia curve --suite "$dir/rigged" --kind repetition --count 1 | grep -q '^prompt (repetition, '
+expect_error 'ioi prompt (seed 0) "Then, ' "$cli" pythia curve --suite "$dir/rigged" --kinds ioi --count 2
+expect_error "--threshold: applies to prompt sets" "$cli" pythia curve --suite "$dir/rigged" --threshold 0.3
+expect_error "--top: prompt-set patching reports" \
+  "$cli" pythia patch --suite "$dir/rigged" --pre-step 0 --post-step 64 "${set4[@]}" --top 3
+expect_error "only 896 distinct ioi prompts" "$cli" pythia prompts --kinds ioi --count 897
 echo "cli_smoke: ok"

@@ -1,15 +1,20 @@
 // `emergent pythia ...`: the paper's Pythia analysis on a folder of GPT-NeoX checkpoints
 // (analysis/checkpoint_search.hpp describes the suite layout; docs/pythia.md is the guide).
 //
-//   emergent pythia curve     --suite DIR [prompt options] [--json F]   p(target) at every
-//   checkpoint emergent pythia emergence --suite DIR [prompt options] [--json F]   binary search
-//   for the first
-//                                                                       solving checkpoint
+//   emergent pythia curve     --suite DIR [prompt options] [--json F]
+//       p(target) at every checkpoint
+//   emergent pythia emergence --suite DIR [prompt options] [--json F]
+//       binary search for the first solving checkpoint
 //   emergent pythia patch     --pre DIR --post DIR [prompt options] [--top K] [--json F]
 //                             (or --suite DIR --pre-step N --post-step M)
+//   emergent pythia prompts   --kinds K1,K2 --count N [--length L]
+//       the prompt sets as JSON lines {"kind","seed","text","target"}
 // Prompt options: --kind repetition|induction|pattern|ioi [--prompt-seed N] [--length N]
 // (analysis/capability_prompts.hpp; repetition, seed 0, length 8 is the paper's prompt), or
 // --prompt TEXT --target TEXT. --tokenizer F overrides the suite's tokenizer.json.
+// Prompt-set mode (pythia_prompt_sets.hpp): --count N > 1 or --kinds K1,K2: N prompts of each
+// kind (seeds 0, 1, ...), solved when accuracy >= --threshold (0.5); patch reports top K = 1, 2,
+// 4, 8, 16. --count 1 with --kind is the single-prompt form above, output unchanged.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -28,6 +33,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "pythia_prompt_sets.hpp"
 
 namespace emergent::cli {
 
@@ -71,20 +79,83 @@ class PythiaCommands {
     patch_->add_option("--top", top_k_, "heads patched together at the end")
         ->check(CLI::Range(1, int(limits::kHeads)))
         ->capture_default_str();
+    prompts_ = pythia_->add_subcommand(
+        "prompts", "print the prompt sets as JSON lines {\"kind\",\"seed\",\"text\",\"target\"}");
+    for (CLI::App* command : {curve_, emergence_, patch_, prompts_}) add_set_options(command);
+    prompts_->get_option("--count")->required();
+    prompts_->add_option("--length", length_, "repeated items in the generated prompts")
+        ->check(CLI::Range(2, 64))
+        ->capture_default_str();
+    for (CLI::App* command : {curve_, emergence_})
+      command
+          ->add_option("--threshold", threshold_,
+                       "prompt sets: solved when the accuracy (share of prompts whose greedy next "
+                       "token is the target) is at least this")
+          ->check(CLI::Range(0.0, 1.0))
+          ->capture_default_str();
   }
 
   bool selected() const { return pythia_->parsed(); }
 
   void run() const {
-    if (curve_->parsed())
-      run_curve();
+    if (prompts_->parsed())
+      pythia_sets::print_prompt_lines(set_options(prompts_));
+    else if (curve_->parsed())
+      set_mode() ? run_set_curve() : run_curve();
     else if (emergence_->parsed())
-      run_emergence();
+      set_mode() ? run_set_emergence() : run_emergence();
     else
       run_patch();
   }
 
  private:
+  void add_set_options(CLI::App* command) {
+    command
+        ->add_option("--kinds", kinds_,
+                     "prompt sets of these kinds, comma-separated (repetition, induction, "
+                     "pattern, ioi)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"repetition", "induction", "pattern", "ioi"}));
+    command->add_option("--count", count_, "prompts per kind (prompt-set mode when above 1)")
+        ->check(CLI::Range(1, kMaxPromptSetCount))
+        ->capture_default_str();
+  }
+
+  // --count N > 1 or --kinds: the prompt-set mode; otherwise today's single prompt.
+  bool set_mode() const { return count_ > 1 || !kinds_.empty(); }
+
+  static bool given(const CLI::App* command, const std::string& flag) {
+    const CLI::Option* o = command->get_option_no_throw(flag);
+    return o != nullptr && o->count() > 0;
+  }
+
+  // The options of the prompt-set mode, with the single-prompt ones it cannot take refused.
+  pythia_sets::SetOptions set_options(const CLI::App* command) const {
+    pythia_sets::SetOptions o{kinds_, count_, length_, threshold_};
+    if (command == prompts_ && o.kinds.empty())
+      o.kinds.assign(kCapabilityKinds.begin(), kCapabilityKinds.end());
+    require(!given(command, "--prompt") && !given(command, "--target"), "--prompt",
+            "a prompt of your own is the single-prompt form (drop --count and --kinds)");
+    require(!given(command, "--prompt-seed"), "--prompt-seed",
+            "a prompt set uses seeds 0, 1, 2, ... (drop --prompt-seed)");
+    require(!given(command, "--top"), "--top",
+            "prompt-set patching reports the top K = 1, 2, 4, 8, 16 (drop --top)");
+    require(!(given(command, "--kind") && !kinds_.empty()), "--kind",
+            "give --kind or --kinds, not both");
+    require(o.length >= 2 && o.length <= 64, "--length", "must be in [2, 64] for prompt sets");
+    if (o.kinds.empty()) o.kinds = {kind_};
+    for (std::size_t i = 0; i < o.kinds.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        require(o.kinds[i] != o.kinds[j], "--kinds", "'" + o.kinds[i] + "' is listed twice");
+    return o;
+  }
+
+  // The single-prompt form takes no prompt-set option.
+  void refuse_set_options(const CLI::App* command) const {
+    require(!given(command, "--threshold"), "--threshold",
+            "applies to prompt sets (--count N > 1 or --kinds)");
+  }
+
   struct Setup {
     CapabilityPrompt prompt;
     CapabilityTokens tokens;
@@ -94,6 +165,8 @@ class PythiaCommands {
   // `default_tokenizer` is looked up only when --tokenizer is not given (a suite need not hold
   // one).
   Setup prepare(const std::function<std::filesystem::path()>& default_tokenizer) const {
+    for (const CLI::App* command : {curve_, emergence_, patch_})
+      if (command->parsed()) refuse_set_options(command);
     Setup s;
     if (!prompt_text_.empty() || !target_text_.empty()) {
       require(!prompt_text_.empty() && !target_text_.empty(), "pythia",
@@ -102,13 +175,18 @@ class PythiaCommands {
     } else {
       s.prompt = make_capability_prompt(kind_, static_cast<std::uint64_t>(prompt_seed_), length_);
     }
-    s.tokenizer = std::make_unique<BpeTokenizer>(
-        tokenizer_.empty() ? default_tokenizer() : std::filesystem::path(tokenizer_));
+    s.tokenizer = load_tokenizer(default_tokenizer);
     s.tokens = capability_tokens(*s.tokenizer, s.prompt);
     std::printf("prompt (%s, %zu tokens): \"%s\" -> \"%s\" (token %d)\n", s.prompt.kind.c_str(),
                 s.tokens.prompt.size(), s.prompt.text.c_str(), s.prompt.target.c_str(),
                 s.tokens.target);
     return s;
+  }
+
+  std::unique_ptr<BpeTokenizer> load_tokenizer(
+      const std::function<std::filesystem::path()>& default_tokenizer) const {
+    return std::make_unique<BpeTokenizer>(tokenizer_.empty() ? default_tokenizer()
+                                                             : std::filesystem::path(tokenizer_));
   }
 
   static CheckpointEvaluation evaluate(const SuiteCheckpoint& c, const Setup& s) {
@@ -197,6 +275,26 @@ class PythiaCommands {
                 {"evaluations", evaluations}});
   }
 
+  void run_set_curve() const {
+    const pythia_sets::SetOptions o = set_options(curve_);
+    const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
+    const auto tokenizer = load_tokenizer([&] { return suite_tokenizer(suite_, suite); });
+    const auto sets = pythia_sets::make_kind_sets(o, *tokenizer);
+    nlohmann::json j = pythia_sets::run_curve(suite, sets, o);
+    j["suite"] = suite_;
+    write_json(j);
+  }
+
+  void run_set_emergence() const {
+    const pythia_sets::SetOptions o = set_options(emergence_);
+    const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
+    const auto tokenizer = load_tokenizer([&] { return suite_tokenizer(suite_, suite); });
+    const auto sets = pythia_sets::make_kind_sets(o, *tokenizer);
+    nlohmann::json j = pythia_sets::run_emergence(suite, sets, o);
+    j["suite"] = suite_;
+    write_json(j);
+  }
+
   void run_patch() const {
     std::filesystem::path pre = pre_, post = post_;
     std::function<std::filesystem::path()> default_tokenizer;
@@ -220,10 +318,10 @@ class PythiaCommands {
                    : pre.parent_path() / "tokenizer.json";
       };
     }
+    if (set_mode()) return run_set_patch(pre, post, default_tokenizer);
     const Setup s = prepare(default_tokenizer);
     const neox::LoadedCheckpoint a = neox::load_checkpoint(pre), b = neox::load_checkpoint(post);
-    std::printf("pre  %s  sha256 %s\npost %s  sha256 %s\n", pre.string().c_str(), a.sha256.c_str(),
-                post.string().c_str(), b.sha256.c_str());
+    print_pre_post(pre, a, post, b);
     const PatchingResult r =
         patch_attention_heads(*a.network, *b.network, s.tokens.prompt, s.tokens.target, top_k_);
     std::printf("p(target): pre %.4f  post %.4f\n%6s %5s %10s %10s\n", r.p_pre, r.p_post, "layer",
@@ -240,8 +338,8 @@ class PythiaCommands {
                        {"head", h.head},
                        {"p_patched", h.p_patched},
                        {"delta_p", h.delta_p}});
-    write_json({{"pre", {{"folder", pre.string()}, {"sha256", a.sha256}}},
-                {"post", {{"folder", post.string()}, {"sha256", b.sha256}}},
+    write_json({{"pre", checkpoint_json(pre, a)},
+                {"post", checkpoint_json(post, b)},
                 {"prompt", to_json(s)},
                 {"p_pre", r.p_pre},
                 {"p_post", r.p_post},
@@ -251,11 +349,37 @@ class PythiaCommands {
                 {"recovered_share", r.recovered_share}});
   }
 
-  CLI::App *pythia_ = nullptr, *curve_ = nullptr, *emergence_ = nullptr, *patch_ = nullptr;
+  void run_set_patch(const std::filesystem::path& pre, const std::filesystem::path& post,
+                     const std::function<std::filesystem::path()>& default_tokenizer) const {
+    const pythia_sets::SetOptions o = set_options(patch_);
+    const auto tokenizer = load_tokenizer(default_tokenizer);
+    const auto sets = pythia_sets::make_kind_sets(o, *tokenizer);
+    const neox::LoadedCheckpoint a = neox::load_checkpoint(pre), b = neox::load_checkpoint(post);
+    print_pre_post(pre, a, post, b);
+    nlohmann::json j = pythia_sets::run_patch(a, b, sets, o);
+    j["pre"] = checkpoint_json(pre, a);
+    j["post"] = checkpoint_json(post, b);
+    write_json(j);
+  }
+
+  static void print_pre_post(const std::filesystem::path& pre, const neox::LoadedCheckpoint& a,
+                             const std::filesystem::path& post, const neox::LoadedCheckpoint& b) {
+    std::printf("pre  %s  sha256 %s\npost %s  sha256 %s\n", pre.string().c_str(), a.sha256.c_str(),
+                post.string().c_str(), b.sha256.c_str());
+  }
+  static nlohmann::json checkpoint_json(const std::filesystem::path& folder,
+                                        const neox::LoadedCheckpoint& c) {
+    return {{"folder", folder.string()}, {"sha256", c.sha256}};
+  }
+
+  CLI::App *pythia_ = nullptr, *curve_ = nullptr, *emergence_ = nullptr, *patch_ = nullptr,
+           *prompts_ = nullptr;
   std::string kind_ = "repetition", prompt_text_, target_text_, tokenizer_, json_, suite_, pre_,
               post_;
   std::int64_t prompt_seed_ = 0;
-  int length_ = 8, top_k_ = 2;
+  int length_ = 8, top_k_ = 2, count_ = 1;
+  std::vector<std::string> kinds_;
+  double threshold_ = 0.5;
   std::optional<std::int64_t> pre_step_, post_step_;
 };
 

@@ -114,15 +114,15 @@ struct CapabilityTokens {
   std::int32_t target = -1;
 };
 
-// Encodes a prompt; the target must be exactly one token.
-inline CapabilityTokens capability_tokens(const BpeTokenizer& tokenizer,
-                                          const CapabilityPrompt& p) {
+// Encodes a prompt; the target must be exactly one token. `where` starts the error message (a
+// prompt set names the prompt there).
+inline CapabilityTokens capability_tokens(const BpeTokenizer& tokenizer, const CapabilityPrompt& p,
+                                          const std::string& where = "capability prompt") {
   CapabilityTokens t;
   t.prompt = tokenizer.encode(p.text);
-  require(!t.prompt.empty(), "capability prompt",
-          "the prompt '" + p.text + "' encodes to no tokens");
+  require(!t.prompt.empty(), where, "the prompt '" + p.text + "' encodes to no tokens");
   const std::vector<std::int32_t> target = tokenizer.encode(p.target);
-  require(target.size() == 1, "capability prompt",
+  require(target.size() == 1, where,
           "the target '" + p.target + "' is " + std::to_string(target.size()) +
               " tokens under this tokenizer; it must be exactly one");
   t.target = target[0];

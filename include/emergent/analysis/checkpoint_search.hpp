@@ -75,22 +75,30 @@ struct CheckpointEvaluation {
   bool solved = false;
 };
 
-struct EmergenceSearch {
-  std::vector<CheckpointEvaluation> evaluations;  // in the order they ran
+// The record of a search; `Evaluation` is what one checkpoint's evaluation gives
+// (CheckpointEvaluation for one prompt, CheckpointSetEvaluation for a prompt set), and
+// `is_solved(evaluation)` says whether it solves.
+template <class Evaluation>
+struct BasicEmergenceSearch {
+  std::vector<Evaluation> evaluations;  // in the order they ran
   std::optional<std::int64_t> last_failing_step, first_solving_step;
   std::optional<double> emergence_step;  // midpoint of the two; absent when censored
   std::string outcome;  // "emerged", "solved at the first checkpoint", "never solved"
 };
+using EmergenceSearch = BasicEmergenceSearch<CheckpointEvaluation>;
+
+inline bool is_solved(const CheckpointEvaluation& e) { return e.solved; }
 
 // `evaluate(i)` runs checkpoint i (0 .. count - 1, in step order).
-inline EmergenceSearch find_emergence(
+template <class Evaluation>
+BasicEmergenceSearch<Evaluation> search_emergence(
     const std::vector<SuiteCheckpoint>& checkpoints,
-    const std::function<CheckpointEvaluation(std::size_t)>& evaluate) {
+    const std::function<Evaluation(std::size_t)>& evaluate) {
   require(!checkpoints.empty(), "find_emergence", "no checkpoints");
-  EmergenceSearch s;
+  BasicEmergenceSearch<Evaluation> s;
   auto run = [&](std::size_t i) {
     s.evaluations.push_back(evaluate(i));
-    return s.evaluations.back().solved;
+    return is_solved(s.evaluations.back());
   };
   std::size_t hi = checkpoints.size() - 1;
   if (!run(hi)) {
@@ -113,6 +121,47 @@ inline EmergenceSearch find_emergence(
   s.emergence_step = 0.5 * double(checkpoints[lo].step + checkpoints[hi].step);
   s.outcome = "emerged";
   return s;
+}
+
+inline EmergenceSearch find_emergence(
+    const std::vector<SuiteCheckpoint>& checkpoints,
+    const std::function<CheckpointEvaluation(std::size_t)>& evaluate) {
+  return search_emergence<CheckpointEvaluation>(checkpoints, evaluate);
+}
+
+// The same outcome read off a whole curve (every checkpoint evaluated, in step order): the first
+// solving checkpoint and the one before it, which is what the search reports on a monotone
+// suite. `monotone` is false when a checkpoint after the first solving one fails again (the
+// search may then report another boundary).
+struct CurveEmergence {
+  std::optional<std::int64_t> last_failing_step, first_solving_step;
+  std::optional<double> emergence_step;
+  std::string outcome;
+  bool monotone = true;
+};
+
+inline CurveEmergence emergence_in_curve(const std::vector<std::int64_t>& steps,
+                                         const std::vector<bool>& solved) {
+  require(!steps.empty() && steps.size() == solved.size(), "emergence_in_curve",
+          "needs one solved flag per checkpoint, and at least one checkpoint");
+  CurveEmergence c;
+  const auto first = std::find(solved.begin(), solved.end(), true);
+  const std::size_t i = static_cast<std::size_t>(first - solved.begin());
+  if (first == solved.end()) {
+    c.last_failing_step = steps.back();
+    c.outcome = "never solved";
+    return c;
+  }
+  c.first_solving_step = steps[i];
+  c.monotone = std::find(first, solved.end(), false) == solved.end();
+  if (i == 0) {
+    c.outcome = "solved at the first checkpoint";
+    return c;
+  }
+  c.last_failing_step = steps[i - 1];
+  c.emergence_step = 0.5 * double(steps[i - 1] + steps[i]);
+  c.outcome = "emerged";
+  return c;
 }
 
 }  // namespace emergent
