@@ -22,6 +22,9 @@ for file in sweeps/*-"$size".toml; do
   dir=runs/figures/$name
   echo "== $file -> $dir"
   started=$(date +%s)
+  if grep -q '^task = "corpus"' "$file"; then  # language models: the corpus first
+    "$python" scripts/mini_suite.py --emergent "$emergent" corpus
+  fi
   "$emergent" sweep "$file" --out "$dir" --quiet ${SWEEP_JOBS:+--jobs "$SWEEP_JOBS"}
   echo "$name: $(($(date +%s) - started)) s ($(date -u +%F), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores)" \
     >> docs/results/figures-times.txt
@@ -38,6 +41,11 @@ for file in sweeps/*-"$size".toml; do
       bash scripts/spt_transplant.sh "$dir"
       echo "$name-transplant: $(($(date +%s) - started)) s" >> docs/results/figures-times.txt
       targets=("$dir" "$dir-transplant")
+    fi
+    if [ "$kind" = minisuite ]; then  # the suite's checkpoints evaluated by emergent pythia
+      started=$(date +%s)
+      "$python" scripts/mini_suite.py --emergent "$emergent" evaluate "$dir"
+      echo "$name-evaluation: $(($(date +%s) - started)) s" >> docs/results/figures-times.txt
     fi
     "$python" scripts/plot.py "$kind" "${targets[@]}" --out "$out" --emergent "$emergent"
   done

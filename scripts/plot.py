@@ -38,9 +38,12 @@ Needs Debian's python3-matplotlib and python3-numpy (scripts/install-deps.sh).
 import argparse
 import json
 import math
+import os
 import re
+import statistics
 import struct
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -885,11 +888,213 @@ def prepretraining(args):
                 print(f"log-rank test of the {other} steps: chi-square {statistic:.3f}, df {df}, p = {p:.3g}")
 
 
+# ----------------------------------------------------------------- the suite trained here
+# docs/mini-suite.md: rows of scripts/mini_suite.py evaluate (<sweep>/evaluation.jsonl), one per
+# (size, seed), each kind's binary-search emergence step, its curve and its patching.
+def minisuite_rows(paths):
+    rows = []
+    for path in paths:
+        file = path if path.endswith(".jsonl") else os.path.join(path, "evaluation.jsonl")
+        with open(file) as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    if not rows:
+        sys.exit("plot minisuite: no evaluated runs (run scripts/mini_suite.py evaluate first)")
+    return rows
+
+
+def minisuite_size(row):
+    c = row["config"]
+    return (c["d_model"], c["layers"], f"{c['layers']} x {c['d_model']}")
+
+
+def minisuite(args):
+    rows = minisuite_rows(args.dirs)
+    kinds = list(rows[0]["kinds"])
+    sizes = sorted({minisuite_size(r) for r in rows})
+    last = max(r["config"]["steps"] for r in rows)
+    colors = plt.cm.viridis([0.1, 0.5, 0.85])
+    base = os.path.splitext(args.out)[0]
+
+    # Fig. 1 analogue: each seed's emergence step per size (censored: an arrow at the last step),
+    # the Kaplan-Meier median, and the share of seeds that solve with a Wilson interval.
+    fig, axes = plt.subplots(2, len(kinds), figsize=(3.6 * len(kinds), 6.4), sharex=True)
+    table = []
+    for col, kind in enumerate(kinds):
+        top, bottom = axes[0][col], axes[1][col]
+        for i, size in enumerate(sizes):
+            of_size = [r for r in rows if minisuite_size(r) == size]
+            times = []
+            for r in of_size:
+                k = r["kinds"][kind]
+                step = k["emergence_step"]
+                event = step is not None
+                times.append((step if event else last, event))
+                jitter = (r["config"]["seed"] - 3.5) * 0.025
+                if event:
+                    top.plot(i + jitter, max(step, 0.5), "o", color=colors[i], ms=4)
+                else:
+                    top.annotate("", (i + jitter, last * 1.9), (i + jitter, last),
+                                 arrowprops=dict(arrowstyle="->", color=colors[i], lw=0.8))
+            median, low, high = km_median(times)
+            if median is not None:
+                top.plot([i - 0.3, i + 0.3], [median, median], color="k", lw=2)
+            solved = sum(1 for _, e in times if e)
+            share, s_low, s_high = wilson(solved, len(times))
+            bottom.errorbar(i, share, yerr=[[share - s_low], [s_high - share]], fmt="o",
+                            color=colors[i], capsize=4)
+            rises = [minisuite_rise(r["kinds"][kind]["curve"]) for r in of_size]
+            rises = [x for x in rises if x is not None]
+            table.append((kind, size[2], len(times), solved, share, s_low, s_high, median, low,
+                          high, sorted(t for t, e in times if e), statistics.median(rises) if rises else None,
+                          sum(1 for r in of_size if not r["kinds"][kind]["monotone"])))
+        top.set_yscale("log")
+        top.set_ylim(0.5, last * 2.2)
+        top.set_title(kind)
+        top.grid(alpha=0.3)
+        bottom.set_ylim(-0.05, 1.05)
+        bottom.set_xticks(range(len(sizes)), [s[2] for s in sizes])
+        bottom.grid(alpha=0.3)
+        if col == 0:
+            top.set_ylabel("emergence step (binary search)")
+            bottom.set_ylabel("share of seeds that solve")
+    for ax in axes[1]:
+        ax.set_xlabel("layers x d_model")
+    finish(fig, args, "Emergence in the suite trained here: each seed (dot; arrow: not by step "
+           f"{last}), Kaplan-Meier median (bar), solve share (95% Wilson)")
+
+    # p(target) of every seed across checkpoints, per size and kind.
+    fig, axes = plt.subplots(len(sizes), len(kinds), figsize=(3.6 * len(kinds), 2.6 * len(sizes)),
+                             sharex=True, sharey=True, squeeze=False)
+    for i, size in enumerate(sizes):
+        for col, kind in enumerate(kinds):
+            ax = axes[i][col]
+            for r in rows:
+                if minisuite_size(r) != size:
+                    continue
+                curve = r["kinds"][kind]["curve"]
+                ax.plot([max(p["step"], 0.5) for p in curve], [p["mean_p_target"] for p in curve],
+                        color=colors[i], alpha=0.7, lw=1)
+            ax.set_xscale("log")
+            ax.grid(alpha=0.3)
+            if i == 0:
+                ax.set_title(kind)
+            if col == 0:
+                ax.set_ylabel(f"{size[2]}\nmean p(target)")
+            if i == len(sizes) - 1:
+                ax.set_xlabel("step")
+    args_curves = argparse.Namespace(**{**vars(args), "out": base + "-curves.png"})
+    finish(fig, args_curves, "p(target) over 64 prompts a kind, every seed, every checkpoint")
+
+    # Patching: top-K recovery per size, mean over the seeds where the kind emerged.
+    patched = [(r, kind) for r in rows for kind in kinds if "patch" in r["kinds"][kind]]
+    if patched:
+        fig, axes = plt.subplots(1, len(kinds), figsize=(3.6 * len(kinds), 3.2), sharey=True)
+        print("\n| kind | size | seeds patched | recovery at K = 1, 2, 4, 8, 16 (mean) | top heads (seed: best two) |")
+        print("|---|---|---|---|---|")
+        for col, kind in enumerate(kinds):
+            ax = axes[col]
+            for i, size in enumerate(sizes):
+                of = [r["kinds"][kind]["patch"] for r, k in patched if k == kind and minisuite_size(r) == size]
+                if not of:
+                    continue
+                ks = [t["k"] for t in of[0]["top_k"]]
+                means = [statistics.mean(p["top_k"][j]["recovery"] for p in of
+                                         if j < len(p["top_k"]) and p["top_k"][j]["recovery"] is not None)
+                         for j in range(len(ks))]
+                for p in of:
+                    ax.plot([t["k"] for t in p["top_k"]], [t["recovery"] for t in p["top_k"]],
+                            color=colors[i], alpha=0.25, lw=0.8)
+                ax.plot(ks, means, "o-", color=colors[i], label=size[2])
+                seeds = [r for r, k in patched if k == kind and minisuite_size(r) == size]
+                heads = "; ".join(f"{r['config']['seed']}: {', '.join(h['name'] for h in r['kinds'][kind]['patch']['heads'][:2])}"
+                                  for r in seeds)
+                print(f"| {kind} | {size[2]} | {len(of)} | {', '.join(f'{m:.2f}' for m in means)} | {heads} |")
+            ax.set_xscale("log", base=2)
+            ax.set_title(kind)
+            ax.set_xlabel("K heads patched")
+            ax.axhline(1, color="gray", lw=0.8, ls="--")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("recovery of the p(target) gap")
+        axes[0].legend(fontsize=8)
+        args_patch = argparse.Namespace(**{**vars(args), "out": base + "-patching.png"})
+        finish(fig, args_patch, "Attention patterns of the last checkpoint patched into the last "
+               "one before emergence: top-K heads")
+        minisuite_attention(args, rows, kinds, base)
+
+    def step(v):
+        return "-" if v is None else f"{v:g}"
+    print("\n| kind | size | seeds | solved [95% Wilson] | KM median emergence step [95% CI] | emergence steps | median rise (steps, acc <= 0.1 to >= 0.9) | non-monotone curves |")
+    print("|---|---|---|---|---|---|---|---|")
+    for kind, size, n, solved, share, s_low, s_high, median, low, high, steps, rise, bumpy in table:
+        print(f"| {kind} | {size} | {n} | {solved}/{n} = {share:.2f} [{s_low:.2f}, {s_high:.2f}] "
+              f"| {step(median)} [{step(low)}, {step(high)}] | {', '.join(f'{s:g}' for s in steps) or '-'} "
+              f"| {step(rise)} | {bumpy} |")
+    for kind in kinds:
+        groups = []
+        for size in sizes:
+            groups.append([(r["kinds"][kind]["emergence_step"] if r["kinds"][kind]["emergence_step"] is not None else last,
+                            r["kinds"][kind]["emergence_step"] is not None)
+                           for r in rows if minisuite_size(r) == size])
+        if sum(e for g in groups for _, e in g) > 0:
+            statistic, df, p, _, _ = log_rank(groups)
+            print(f"{kind}: log-rank test across sizes: chi-square {statistic:.3f}, df {df}, p = {p:.3g}")
+
+
+def minisuite_rise(curve):
+    """Steps from the last checkpoint with accuracy <= 0.1 before the first with >= 0.9 to that
+    one: how abrupt the rise is (None when it never reaches 0.9 or starts above 0.1)."""
+    for j, p in enumerate(curve):
+        if p["accuracy"] >= 0.9:
+            before = [q for q in curve[:j] if q["accuracy"] <= 0.1]
+            return p["step"] - before[-1]["step"] if before else None
+    return None
+
+
+def minisuite_attention(args, rows, kinds, base):
+    """Attention maps of the two top heads of one seed per size, before and after emergence, on
+    the first prompt of the kind (emergent pythia attention)."""
+    picks = []
+    for r in sorted(rows, key=lambda r: (minisuite_size(r), r["config"]["seed"])):
+        for kind in kinds:
+            if "patch" in r["kinds"][kind] and all(minisuite_size(r) != minisuite_size(q) for q, _ in picks):
+                picks.append((r, kind))
+                break
+    sweep = next(d for d in args.dirs if not d.endswith(".jsonl"))
+    maps = []
+    for r, kind in picks:
+        patch = r["kinds"][kind]["patch"]
+        heads = [h["name"] for h in patch["heads"][:2]]
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            subprocess.run([args.emergent, "pythia", "attention", "--suite", os.path.join(sweep, "runs", r["id"]),
+                            "--steps", f"{patch['pre_step']},{patch['post_step']}", "--kind", kind,
+                            "--heads", ",".join(heads), "--json", out.name],
+                           check=True, capture_output=True)
+            with open(out.name) as f:
+                maps.append((r, kind, json.load(f)))
+    if not maps:
+        return
+    fig, axes = plt.subplots(len(maps), 4, figsize=(12, 3.1 * len(maps)), squeeze=False)
+    for i, (r, kind, data) in enumerate(maps):
+        for j, (checkpoint, head) in enumerate((c, h) for h_index in range(2) for c in data["checkpoints"]
+                                               for h in [c["heads"][h_index]] if h_index < len(c["heads"])):
+            if j >= 4:
+                break
+            ax = axes[i][j]
+            ax.imshow(np.array(head["pattern"]), cmap="Blues", vmin=0, vmax=1)
+            ax.set_title(f"{minisuite_size(r)[2]} seed {r['config']['seed']} {kind}\n"
+                         f"{head['name']} step {checkpoint['step']}", fontsize=8)
+            ax.set_xlabel("key")
+            ax.set_ylabel("query")
+    args_maps = argparse.Namespace(**{**vars(args), "out": base + "-attention.png"})
+    finish(fig, args_maps, "Top heads before and after emergence (first prompt of the kind)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = {"sparsity": sparsity, "curves": curves, "plateau": plateau, "width": width, "depth": depth,
                 "architectures": architectures, "factors": factors, "batch": batch, "attention": attention,
-                "runs": runs, "spt": spt, "prepretraining": prepretraining}
+                "runs": runs, "spt": spt, "prepretraining": prepretraining,
+                "minisuite": minisuite}
     parser.add_argument("command", choices=sorted(commands))
     parser.add_argument("dirs", nargs="+", help="sweep folders (run folders for attention and runs)")
     parser.add_argument("--out", required=True)

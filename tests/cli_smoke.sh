@@ -176,4 +176,35 @@ expect_error "--threshold: applies to prompt sets" "$cli" pythia curve --suite "
 expect_error "--top: prompt-set patching reports" \
   "$cli" pythia patch --suite "$dir/rigged" --pre-step 0 --post-step 64 "${set4[@]}" --top 3
 expect_error "only 896 distinct ioi prompts" "$cli" pythia prompts --kinds ioi --count 897
+# pythia attention: chosen heads' patterns [T x T] (query x key) at chosen steps of the rigged
+# suite; each row a distribution over the keys up to the query. A head, a name, a step or a
+# suite that is not there is one error line.
+"$cli" pythia attention --suite "$dir/rigged" --steps 32,2000 --kind pattern --length 3 \
+  --heads L0H3,L1H0 --json "$dir/attention.json" > "$dir/attention.txt"
+test "$(grep -c '^ *\(32\|2000\)  L[01]H[03] ' "$dir/attention.txt")" -eq 4
+python3 - "$dir/attention.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["kind"] == "pattern" and j["prompt"]["target"] == " p", j["prompt"]
+T = len(j["token_ids"])
+assert T > 1 and len(j["tokens"]) == T and all(isinstance(t, str) for t in j["tokens"])
+assert [c["step"] for c in j["checkpoints"]] == [32, 2000]
+for c in j["checkpoints"]:
+    assert [h["name"] for h in c["heads"]] == ["L0H3", "L1H0"]
+    for h in c["heads"]:
+        rows = h["pattern"]
+        assert len(rows) == T and all(len(r) == T for r in rows), h["name"]
+        for q, r in enumerate(rows):
+            assert abs(sum(r) - 1) <= 1e-5, (c["step"], h["name"], q, r)
+            assert all(v == 0 for v in r[q + 1:]) and all(v >= 0 for v in r), (c["step"], h["name"], q, r)
+PY
+attention=(pythia attention --suite "$dir/rigged" --steps 32 --kind pattern --length 3)
+expect_error "'L2H0' is not a head of .* (2 layers x 4 heads" "$cli" "${attention[@]}" --heads L0H0,L2H0
+test "$(wc -l < "$dir/err.txt")" -eq 1
+expect_error "'1.2' is not a head name (expected L<layer>H<head>" "$cli" "${attention[@]}" --heads 1.2
+test "$(wc -l < "$dir/err.txt")" -eq 1
+expect_error "no checkpoint folder for step 33 (nearest steps: 32, 64)" \
+  "$cli" pythia attention --suite "$dir/rigged" --steps 33 --heads L0H0
+test "$(wc -l < "$dir/err.txt")" -eq 1
+expect_error "$dir/none: is not a folder" "$cli" pythia attention --suite "$dir/none" --steps 0 --heads L0H0
 echo "cli_smoke: ok"

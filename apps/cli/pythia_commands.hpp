@@ -9,6 +9,9 @@
 //                             (or --suite DIR --pre-step N --post-step M)
 //   emergent pythia prompts   --kinds K1,K2 --count N [--length L]
 //       the prompt sets as JSON lines {"kind","seed","text","target"}
+//   emergent pythia attention --suite DIR --steps N1,N2 --heads L1H2,L0H3 [prompt options]
+//                             [--json F]
+//       the attention patterns [T x T] (query x key) of those heads on one prompt at those steps
 // Prompt options: --kind repetition|induction|pattern|ioi [--prompt-seed N] [--length N]
 // (analysis/capability_prompts.hpp; repetition, seed 0, length 8 is the paper's prompt), or
 // --prompt TEXT --target TEXT. --tokenizer F overrides the suite's tokenizer.json.
@@ -18,11 +21,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <emergent/analysis/attention_patching.hpp>
 #include <emergent/analysis/capability_prompts.hpp>
 #include <emergent/analysis/checkpoint_search.hpp>
 #include <emergent/analysis/next_token.hpp>
+#include <emergent/analysis/prompt_set_patching.hpp>
 #include <emergent/io/json.hpp>
 #include <emergent/io/tokenizer.hpp>
 #include <emergent/neox/load_checkpoint.hpp>
@@ -32,6 +38,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,7 +59,10 @@ class PythiaCommands {
     patch_ = pythia_->add_subcommand(
         "patch",
         "patch each head's attention pattern from a post- into a pre-emergence checkpoint");
-    for (CLI::App* command : {curve_, emergence_, patch_}) {
+    attention_ = pythia_->add_subcommand(
+        "attention",
+        "the attention patterns of chosen heads on one prompt at chosen checkpoints of a suite");
+    for (CLI::App* command : {curve_, emergence_, patch_, attention_}) {
       command
           ->add_option("--kind", kind_,
                        "capability prompt kind: repetition, induction, pattern, ioi")
@@ -68,8 +78,16 @@ class PythiaCommands {
       command->add_option("--tokenizer", tokenizer_, "tokenizer.json (default: the suite's)");
       command->add_option("--json", json_, "also write the result as JSON to this file");
     }
-    for (CLI::App* command : {curve_, emergence_})
+    for (CLI::App* command : {curve_, emergence_, attention_})
       command->add_option("--suite", suite_, "folder of step<N> checkpoints")->required();
+    attention_->add_option("--steps", steps_, "checkpoint steps of the suite, comma-separated")
+        ->delimiter(',')
+        ->required();
+    attention_
+        ->add_option("--heads", heads_,
+                     "heads named L<layer>H<head> (0-based, as patch names them), comma-separated")
+        ->delimiter(',')
+        ->required();
     patch_->add_option("--suite", suite_,
                        "folder of step<N> checkpoints (with --pre-step and --post-step)");
     patch_->add_option("--pre", pre_, "pre-emergence checkpoint folder");
@@ -104,6 +122,8 @@ class PythiaCommands {
       set_mode() ? run_set_curve() : run_curve();
     else if (emergence_->parsed())
       set_mode() ? run_set_emergence() : run_emergence();
+    else if (attention_->parsed())
+      run_attention();
     else
       run_patch();
   }
@@ -301,13 +321,8 @@ class PythiaCommands {
     if (!suite_.empty()) {
       require(pre_step_ && post_step_, "pythia patch", "--suite needs --pre-step and --post-step");
       const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
-      auto folder_of = [&](std::int64_t step) {
-        for (const auto& c : suite)
-          if (c.step == step) return c.folder;
-        throw Error(suite_ + ": no checkpoint folder for step " + std::to_string(step));
-      };
-      pre = folder_of(*pre_step_);
-      post = folder_of(*post_step_);
+      pre = find_step(suite, *pre_step_).folder;
+      post = find_step(suite, *post_step_).folder;
       default_tokenizer = [this, suite] { return suite_tokenizer(suite_, suite); };
     } else {
       require(!pre.empty() && !post.empty(), "pythia patch",
@@ -362,6 +377,123 @@ class PythiaCommands {
     write_json(j);
   }
 
+  // The checkpoint of `step` in the suite; an unknown step is an error naming the steps beside it.
+  const SuiteCheckpoint& find_step(const std::vector<SuiteCheckpoint>& suite,
+                                   std::int64_t step) const {
+    const SuiteCheckpoint *below = nullptr, *above = nullptr;
+    for (const SuiteCheckpoint& c : suite) {
+      if (c.step == step) return c;
+      if (c.step < step) below = &c;
+      if (c.step > step && above == nullptr) above = &c;
+    }
+    std::string nearest;
+    for (const SuiteCheckpoint* c : {below, above})
+      if (c != nullptr) {
+        if (!nearest.empty()) nearest += ", ";
+        nearest += std::to_string(c->step);
+      }
+    throw Error(suite_ + ": no checkpoint folder for step " + std::to_string(step) +
+                " (nearest steps: " + nearest + ")");
+  }
+
+  struct HeadName {
+    std::string name;
+    int layer = 0, head = 0;
+  };
+
+  // "L<layer>H<head>", both 0-based decimal numbers.
+  static HeadName parse_head(const std::string& name) {
+    HeadName h;
+    const char *p = name.data(), *end = name.data() + name.size();
+    auto number = [&](char letter, int& value) {
+      if (p == end || *p != letter) return false;
+      ++p;
+      if (p == end || *p < '0' || *p > '9') return false;
+      const auto r = std::from_chars(p, end, value);
+      p = r.ptr;
+      return r.ec == std::errc();
+    };
+    require(number('L', h.layer) && number('H', h.head) && p == end, "--heads",
+            "'" + name + "' is not a head name (expected L<layer>H<head>, 0-based, e.g. L1H2)");
+    h.name = head_name(h.layer, h.head);
+    return h;
+  }
+
+  // The float's shortest decimal, as a double that JSON writes as that decimal (a float widened
+  // to double would print 17 digits).
+  static double short_float(float value) {
+    char text[32];
+    const auto r = std::to_chars(text, text + sizeof text - 1, value);
+    *r.ptr = '\0';
+    return std::strtod(text, nullptr);
+  }
+
+  void run_attention() const {
+    const std::vector<SuiteCheckpoint> suite = list_suite(suite_);
+    std::vector<const SuiteCheckpoint*> chosen;
+    for (const std::int64_t step : steps_) chosen.push_back(&find_step(suite, step));
+    std::vector<HeadName> heads;
+    for (const std::string& name : heads_) heads.push_back(parse_head(name));
+    const Setup s = prepare([&] { return suite_tokenizer(suite_, suite); });
+    const std::size_t T = s.tokens.prompt.size();
+
+    nlohmann::json tokens = nlohmann::json::array();
+    std::printf("tokens:");
+    for (std::size_t i = 0; i < T; ++i) {
+      const std::int32_t id[] = {s.tokens.prompt[i]};
+      const std::string piece = s.tokenizer->decode(id);
+      tokens.push_back(piece);
+      std::printf(" %zu \"%s\"", i, piece.c_str());
+    }
+    std::printf("\n%10s  %-8s  %s\n", "step", "head",
+                "the key each query attends to most (queries 0, 1, ...)");
+    nlohmann::json checkpoints = nlohmann::json::array();
+    for (const SuiteCheckpoint* c : chosen) {
+      const neox::LoadedCheckpoint loaded = neox::load_checkpoint(c->folder);
+      const int L = loaded.network->layers(), H = loaded.network->heads();
+      for (const HeadName& h : heads)
+        require(h.layer < L && h.head < H, "--heads",
+                "'" + h.name + "' is not a head of " + c->folder.string() + " (" +
+                    std::to_string(L) + " layers x " + std::to_string(H) + " heads, L0H0 .. " +
+                    head_name(L - 1, H - 1) + ")");
+      std::vector<std::vector<float>> layers(static_cast<std::size_t>(L));
+      neox::ForwardHooks hooks;
+      hooks.on_pattern = [&](int layer, std::span<const float> p) {
+        layers[static_cast<std::size_t>(layer)].assign(p.begin(), p.end());
+      };
+      loaded.network->forward(s.tokens.prompt, hooks);
+      nlohmann::json head_rows = nlohmann::json::array();
+      for (const HeadName& h : heads) {
+        const float* pattern = layers[static_cast<std::size_t>(h.layer)].data() +
+                               static_cast<std::size_t>(h.head) * T * T;
+        nlohmann::json rows = nlohmann::json::array();
+        std::string most;
+        for (std::size_t q = 0; q < T; ++q) {
+          const std::span<const float> row(pattern + q * T, T);
+          nlohmann::json values = nlohmann::json::array();
+          std::size_t best = 0;
+          for (std::size_t k = 0; k < T; ++k) {
+            values.push_back(short_float(row[k]));
+            if (row[k] > row[best]) best = k;
+          }
+          rows.push_back(std::move(values));
+          if (q > 0) most += ' ';
+          most += std::to_string(best);
+        }
+        std::printf("%10lld  %-8s  %s\n", (long long)c->step, h.name.c_str(), most.c_str());
+        head_rows.push_back(
+            {{"name", h.name}, {"layer", h.layer}, {"head", h.head}, {"pattern", rows}});
+      }
+      checkpoints.push_back({{"step", c->step}, {"sha256", loaded.sha256}, {"heads", head_rows}});
+    }
+    write_json({{"suite", suite_},
+                {"kind", s.prompt.kind},
+                {"prompt", {{"text", s.prompt.text}, {"target", s.prompt.target}}},
+                {"tokens", tokens},
+                {"token_ids", s.tokens.prompt},
+                {"checkpoints", checkpoints}});
+  }
+
   static void print_pre_post(const std::filesystem::path& pre, const neox::LoadedCheckpoint& a,
                              const std::filesystem::path& post, const neox::LoadedCheckpoint& b) {
     std::printf("pre  %s  sha256 %s\npost %s  sha256 %s\n", pre.string().c_str(), a.sha256.c_str(),
@@ -373,12 +505,13 @@ class PythiaCommands {
   }
 
   CLI::App *pythia_ = nullptr, *curve_ = nullptr, *emergence_ = nullptr, *patch_ = nullptr,
-           *prompts_ = nullptr;
+           *prompts_ = nullptr, *attention_ = nullptr;
   std::string kind_ = "repetition", prompt_text_, target_text_, tokenizer_, json_, suite_, pre_,
               post_;
   std::int64_t prompt_seed_ = 0;
   int length_ = 8, top_k_ = 2, count_ = 1;
-  std::vector<std::string> kinds_;
+  std::vector<std::string> kinds_, heads_;
+  std::vector<std::int64_t> steps_;
   double threshold_ = 0.5;
   std::optional<std::int64_t> pre_step_, post_step_;
 };

@@ -27,6 +27,7 @@
 // tying and the residual kind as the config says.
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -70,6 +71,12 @@ inline void require_trainable(const NeoxConfig& c, const std::string& where) {
           "num_attention_heads must divide hidden_size");
   require(c.rotary_ndims() % 2 == 0, where, "int(head_dim * rotary_pct) must be even");
 }
+
+// Every buffer starts on Eigen's widest alignment: Eigen's vectorised sums (LayerNorm's row
+// statistics) peel to an aligned address first, so their order, and the bits, would otherwise
+// depend on where the allocator put a buffer, which differs between a run and its resume.
+template <class Real>
+using AlignedBuffer = std::vector<Real, Eigen::aligned_allocator<Real>>;
 
 template <class Real>
 class NeoxTrainingNetwork {
@@ -123,14 +130,8 @@ class NeoxTrainingNetwork {
   std::span<const Real> parameters() const { return params_; }
   std::span<const Real> gradients() const { return grads_; }
   std::span<Real> parameter(std::string_view name) { return slice(params_, name); }
-  std::span<const Real> parameter(std::string_view name) const {
-    return const_cast<NeoxTrainingNetwork*>(this)->slice(const_cast<std::vector<Real>&>(params_),
-                                                         name);
-  }
-  std::span<const Real> gradient(std::string_view name) const {
-    return const_cast<NeoxTrainingNetwork*>(this)->slice(const_cast<std::vector<Real>&>(grads_),
-                                                         name);
-  }
+  std::span<const Real> parameter(std::string_view name) const { return slice(params_, name); }
+  std::span<const Real> gradient(std::string_view name) const { return slice(grads_, name); }
 
   // AdamW's decay ranges over the flat buffers.
   std::vector<DecayRange> decay_ranges() const {
@@ -189,7 +190,7 @@ class NeoxTrainingNetwork {
                           last, p(final_w_), p(final_b_), N, D);
     nn::linear_forward<Real>(act_.logits.data(), act_.final_normed.data(), p(unembed_), nullptr, N,
                              D, V);
-    std::vector<Real> ce(N), correct(N);
+    AlignedBuffer<Real> ce(N), correct(N);
     nn::cross_entropy_forward(act_.probs.data(), ce.data(), correct.data(), act_.logits.data(),
                               targets.data(), N, V);
     double sum = 0;
@@ -225,15 +226,15 @@ class NeoxTrainingNetwork {
   // streams: the input of each layer, then the final one.
   struct Activations {
     int batch = 0, T = 0;
-    std::vector<Real> x, mid;                      // [(L+1) N D]; [L N D] a = x + attn (sequential)
-    std::vector<Real> normed1, normed2;            // [L N D]
-    std::vector<Real> mean1, rstd1, mean2, rstd2;  // [L N]
-    std::vector<Real> qkv;                         // [L N 3D] rotary applied
-    std::vector<Real> pattern;                     // [L B H T T]
-    std::vector<Real> heads;                       // [L N D]
-    std::vector<Real> pre, hidden;                 // [L N F] before and after the GELU
-    std::vector<Real> final_normed, final_mean, final_rstd;  // [N D], [N], [N]
-    std::vector<Real> logits, probs;                         // [N V] logits and their softmax
+    AlignedBuffer<Real> x, mid;            // [(L+1) N D]; [L N D] a = x + attn (sequential)
+    AlignedBuffer<Real> normed1, normed2;  // [L N D]
+    AlignedBuffer<Real> mean1, rstd1, mean2, rstd2;            // [L N]
+    AlignedBuffer<Real> qkv;                                   // [L N 3D] rotary applied
+    AlignedBuffer<Real> pattern;                               // [L B H T T]
+    AlignedBuffer<Real> heads;                                 // [L N D]
+    AlignedBuffer<Real> pre, hidden;                           // [L N F] before and after the GELU
+    AlignedBuffer<Real> final_normed, final_mean, final_rstd;  // [N D], [N], [N]
+    AlignedBuffer<Real> logits, probs;                         // [N V] logits and their softmax
   };
 
   Real* p(std::size_t offset) { return params_.data() + offset; }
@@ -247,9 +248,11 @@ class NeoxTrainingNetwork {
     throw Error("NeoxTrainingNetwork: no tensor '" + name + "'");
   }
 
-  std::span<Real> slice(std::vector<Real>& buffer, std::string_view name) {
+  // The values of tensor `name` in `buffer` (the parameters or the gradients).
+  template <class Buffer>
+  auto slice(Buffer& buffer, std::string_view name) const {
     for (const TrainingTensor& t : tensors_)
-      if (t.name == name) return {buffer.data() + t.offset, t.size};
+      if (t.name == name) return std::span(buffer.data() + t.offset, t.size);
     throw Error("NeoxTrainingNetwork: no parameter named '" + std::string(name) +
                 "' (checkpoint_tensors.hpp lists the names a config has)");
   }
@@ -308,7 +311,7 @@ class NeoxTrainingNetwork {
     nn::linear_forward<Real>(qkv, n1, p(s.qkv_w), bias(s.qkv_b), N, D, 3 * D);
     attention_forward(qkv, heads, act_.pattern.data() + l * std::size_t(batch) * H * T * T, rotary,
                       batch, T);
-    std::vector<Real> attn(nd);
+    AlignedBuffer<Real> attn(nd);
     nn::linear_forward<Real>(attn.data(), heads, p(s.dense_w), bias(s.dense_b), N, D, D);
     const Real* mlp_in_source = x;
     if (!c_.use_parallel_residual) {
@@ -376,11 +379,11 @@ class NeoxTrainingNetwork {
     const std::size_t nd = std::size_t(N) * D;
     const RotaryTable rotary(T, c_.rotary_ndims(), c_.rotary_emb_base);
     // logits -> final LayerNorm
-    std::vector<Real> dlogits(std::size_t(N) * V);
-    const std::vector<Real> ones(std::size_t(T), Real(1));
+    AlignedBuffer<Real> dlogits(std::size_t(N) * V);
+    const AlignedBuffer<Real> ones(std::size_t(T), Real(1));
     nn::cross_entropy_backward(dlogits.data(), act_.probs.data(), targets.data(), ones.data(), N, T,
                                V, Real(1) / Real(N));
-    std::vector<Real> dnormed(nd), dx(nd, 0);
+    AlignedBuffer<Real> dnormed(nd), dx(nd, 0);
     nn::linear_backward<Real>(dnormed.data(), g(unembed_), nullptr, dlogits.data(),
                               act_.final_normed.data(), p(unembed_), N, D, V);
     nn::layernorm_backward(dx.data(), g(final_w_), g(final_b_), dnormed.data(),
@@ -396,7 +399,7 @@ class NeoxTrainingNetwork {
   }
 
   // dx: the gradient of layer `layer`'s output on entry, of its input on return.
-  void layer_backward(int layer, const RotaryTable& rotary, std::vector<Real>& dx, int batch,
+  void layer_backward(int layer, const RotaryTable& rotary, AlignedBuffer<Real>& dx, int batch,
                       int T) {
     const LayerSlots& s = layers_[layer];
     const int N = batch * T;
@@ -406,21 +409,21 @@ class NeoxTrainingNetwork {
     const Real* n2 = act_.normed2.data() + l * nd;
     const Real* heads = act_.heads.data() + l * nd;
     // MLP: out = proj(gelu(fc(ln2(u)))), u = x (parallel) or mid (sequential)
-    std::vector<Real> dhidden(nf), dn2(nd), dattn_in(nd);
+    AlignedBuffer<Real> dhidden(nf), dn2(nd), dattn_in(nd);
     nn::linear_backward<Real>(dhidden.data(), g(s.proj_w), g(s.proj_b), dx.data(),
                               act_.hidden.data() + l * nf, p(s.proj_w), N, F, D);
     nn::gelu_backward(dhidden.data(), dhidden.data(), act_.pre.data() + l * nf, std::int64_t(nf));
     nn::linear_backward<Real>(dn2.data(), g(s.fc_w), g(s.fc_b), dhidden.data(), n2, p(s.fc_w), N, D,
                               F);
     // d(stream feeding ln2): the residual's gradient plus ln2's
-    std::vector<Real> du = dx;
+    AlignedBuffer<Real> du = dx;
     const Real* ln2_in = c_.use_parallel_residual ? x : act_.mid.data() + l * nd;
     nn::layernorm_backward(du.data(), g(s.ln2_w), g(s.ln2_b), dn2.data(), ln2_in,
                            act_.mean2.data() + l * N, act_.rstd2.data() + l * N, p(s.ln2_w), N, D);
     // The attention's output gradient: dx (parallel: attn adds into the output) or du
     // (sequential: attn adds into mid).
-    const std::vector<Real>& dattn = c_.use_parallel_residual ? dx : du;
-    std::vector<Real> dheads(nd), dqkv(nd * 3), dn1(nd);
+    const AlignedBuffer<Real>& dattn = c_.use_parallel_residual ? dx : du;
+    AlignedBuffer<Real> dheads(nd), dqkv(nd * 3), dn1(nd);
     nn::linear_backward<Real>(dheads.data(), g(s.dense_w), bias_grad(s.dense_b), dattn.data(),
                               heads, p(s.dense_w), N, D, D);
     attention_backward(dqkv.data(), dheads.data(), act_.qkv.data() + l * nd * 3,
@@ -447,7 +450,7 @@ class NeoxTrainingNetwork {
       Real* dbase = dqkv + head;
       for (int t = 0; t < T; ++t) std::fill_n(dbase + std::size_t(t) * 3 * D, 3 * Dh, Real(0));
       const Real* P = pattern + std::size_t(bh) * T * T;
-      std::vector<Real> dscore(static_cast<std::size_t>(T));
+      AlignedBuffer<Real> dscore(static_cast<std::size_t>(T));
       for (int i = 0; i < T; ++i) {
         const Real* row = P + std::size_t(i) * T;
         const Real* dout = dheads + (std::size_t(b) * T + i) * D + std::size_t(h) * Dh;
@@ -488,7 +491,7 @@ class NeoxTrainingNetwork {
   NeoxConfig c_;
   int D, H, Dh, F, L, V;
   std::vector<TrainingTensor> tensors_;
-  std::vector<Real> params_, grads_;
+  AlignedBuffer<Real> params_, grads_;
   std::size_t embed_in_ = 0, final_w_ = 0, final_b_ = 0, unembed_ = 0;
   std::vector<LayerSlots> layers_;
   Activations act_;

@@ -232,15 +232,18 @@ class LanguageModelTrainer {
         {{"step", std::to_string(step)}, {"corpus_sha256", corpus_.sha256}});
   }
 
-  // The suite folder of `step`, then the training checkpoint (the older one removed after).
+  // The suite folder of `step`, then the training checkpoint; older training checkpoints are
+  // removed after it (all of them, also one that a kill left between the write and a removal).
   void save(std::int64_t step, const std::string& config_text) {
     write_suite_folder(step);
-    const auto previous = latest_checkpoint(run_dir_);
     const std::filesystem::path path = checkpoint_path(run_dir_, step);
     save_checkpoint(path, tensors_, net_.parameters(), optimizer_.first_moment(),
                     optimizer_.second_moment(), {step, optimizer_.steps(), config_text},
                     {{"corpus_sha256", corpus_.sha256}});
-    if (previous && *previous != path) std::filesystem::remove(*previous);
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir_)) {
+      const auto older = checkpoint_step(entry.path().filename().string());
+      if (older && *older != step) std::filesystem::remove(entry.path());
+    }
   }
 
   ParameterValues config_;
