@@ -34,7 +34,7 @@ inline constexpr std::array kCompiledNeoxShapes{
     NamedNeoxShape{"pythia-70m", pythia_70m},
     NamedNeoxShape{"pythia-160m", pythia_160m},
     NamedNeoxShape{"pythia-410m", pythia_410m},
-    // The suite trained here (sweeps/mini-suite.toml, docs/mini-suite.md); its smallest size,
+    // The suite trained here (sweeps/mini-suite-small.toml, docs/mini-suite.md); its smallest size,
     // 2 x 64, is golden-parallel's shape.
     NamedNeoxShape{"mini-4x128",
                    {.d_model = 128, .heads = 4, .layers = 4, .d_ff = 512, .rotary_dims = 8}},
