@@ -7,7 +7,7 @@
 //   emergent listops --min-length 100 --max-length 500 --count 10
 //   emergent lm --corpus runs/corpus --layers 2 --d-model 64 --out runs/NAME (cli/lm_commands.hpp)
 //   emergent shapes
-//   emergent pythia curve | emergence | patch ...          (cli/pythia_commands.hpp)
+//   emergent pythia curve | emergence | patch | prompts | attention ...  (cli/pythia_commands.hpp)
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>

@@ -27,14 +27,20 @@ using emergent::neox::NeoxTrainingNetwork;
 
 namespace {
 
-NeoxConfig tiny_config(bool parallel, bool tied, bool biases) {
+// vocab V, d_model D, H heads, L layers, MLP width F, rotary share r
+NeoxConfig neox_config(int V, int D, int H, int L, int F, double r) {
   NeoxConfig c;
-  c.vocab_size = 11;
-  c.hidden_size = 8;
-  c.num_attention_heads = 2;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 16;
-  c.rotary_pct = 0.5;
+  c.vocab_size = V;
+  c.hidden_size = D;
+  c.num_attention_heads = H;
+  c.num_hidden_layers = L;
+  c.intermediate_size = F;
+  c.rotary_pct = r;
+  return c;
+}
+
+NeoxConfig tiny_config(bool parallel, bool tied, bool biases) {
+  NeoxConfig c = neox_config(11, 8, 2, 2, 16, 0.5);
   c.max_position_embeddings = 16;
   c.use_parallel_residual = parallel;
   c.tie_word_embeddings = tied;
@@ -197,12 +203,7 @@ TEST_CASE("neox training: float follows double on the loss and every gradient") 
 }
 
 TEST_CASE("neox training: initialisation is GPT-NeoX's small_init and wang_init") {
-  NeoxConfig c = tiny_config(true, false, true);
-  c.hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 256;
-  c.vocab_size = 500;
-  NeoxTrainingNetwork<float> net(c);
+  NeoxTrainingNetwork<float> net(neox_config(500, 64, 4, 2, 256, 0.5));
   net.initialize(0);
   auto stddev = [&](const std::string& name) {
     const auto values = net.parameter(name);
@@ -243,13 +244,7 @@ TEST_CASE("neox training: bad configs and tokens are refused in one line") {
 // loader (neox/load_checkpoint.hpp) reads it back. The parameters are exact binary fractions
 // (Philox uniforms), so the bytes are the same on every machine.
 TEST_CASE("neox training: an exported checkpoint is what transformers loaded, same logits") {
-  NeoxConfig c;
-  c.vocab_size = 96;
-  c.hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 256;
-  c.rotary_pct = 0.25;
+  const NeoxConfig c = neox_config(96, 64, 4, 2, 256, 0.25);
   NeoxTrainingNetwork<float> net(c);
   const emergent::PhiloxStream stream(11, 13);
   for (std::size_t i = 0; i < net.parameters().size(); ++i)

@@ -99,11 +99,7 @@ class LanguageModelTrainer {
 
   nlohmann::json run() {
     if (config_.integer("threads") > 0) set_thread_count(int(config_.integer("threads")));
-    std::error_code error;
-    std::filesystem::create_directories(run_dir_, error);
-    require(!error && std::filesystem::is_directory(run_dir_), run_dir_.string(),
-            "cannot be the run folder; choose another --out");
-    const RunLock lock(run_dir_);
+    const RunLock lock = open_run_folder(run_dir_);
     const RunBinding binding =
         bind_run_folder(run_dir_, config_.json(), {"threads", "log_every", "eval_sequences"},
                         [](const nlohmann::json& j, const std::string& where) {

@@ -62,4 +62,14 @@ class RunLock {
   int fd_ = -1;
 };
 
+// Makes `run_dir` (if it is not there) and locks it: an Error naming it when it cannot be a
+// run folder or another process holds it.
+inline RunLock open_run_folder(const std::filesystem::path& run_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(run_dir, error);
+  require(!error && std::filesystem::is_directory(run_dir), run_dir.string(),
+          "cannot be the run folder; choose another --out");
+  return RunLock(run_dir);
+}
+
 }  // namespace emergent

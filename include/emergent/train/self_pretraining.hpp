@@ -179,11 +179,7 @@ class SelfPretrainingRun {
     if (config_.integer("threads") > 0) set_thread_count(int(config_.integer("threads")));
     // A new run's warm start is read before anything is created: a wrong path leaves no folder.
     if (!latest_checkpoint(run_dir_) && !config_.text("warm_start").empty()) read_warm_start();
-    std::error_code error;
-    std::filesystem::create_directories(run_dir_, error);
-    require(!error && std::filesystem::is_directory(run_dir_), run_dir_.string(),
-            "cannot be the run folder; choose another --out");
-    const RunLock lock(run_dir_);
+    const RunLock lock = open_run_folder(run_dir_);
     const RunBinding binding =
         bind_run_folder(run_dir_, config_.json(), {"steps", "threads", "eval_examples"},
                         [](const nlohmann::json& j, const std::string& where) {
