@@ -176,20 +176,9 @@ class NeoxTrainingNetwork {
   // The loss alone (the activations of the last call are kept).
   double forward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                  int batch, int T) {
-    check_tokens(inputs, batch, T, "inputs");
     check_tokens(targets, batch, T, "targets");
-    carve(batch, T);
+    run_logits(inputs, batch, T);
     const int N = batch * T;
-    const RotaryTable rotary(T, c_.rotary_ndims(), c_.rotary_emb_base);
-    Real* x = act_.x.data();
-    for (int n = 0; n < N; ++n)
-      std::copy_n(p(embed_in_) + std::size_t(inputs[n]) * D, D, x + std::size_t(n) * D);
-    for (int layer = 0; layer < L; ++layer) layer_forward(layer, rotary, batch, T);
-    Real* last = act_.x.data() + std::size_t(L) * N * D;
-    nn::layernorm_forward(act_.final_normed.data(), act_.final_mean.data(), act_.final_rstd.data(),
-                          last, p(final_w_), p(final_b_), N, D);
-    nn::linear_forward<Real>(act_.logits.data(), act_.final_normed.data(), p(unembed_), nullptr, N,
-                             D, V);
     AlignedBuffer<Real> ce(N), correct(N);
     nn::cross_entropy_forward(act_.probs.data(), ce.data(), correct.data(), act_.logits.data(),
                               targets.data(), N, V);
@@ -200,18 +189,8 @@ class NeoxTrainingNetwork {
 
   // logits [batch, T, V] of inputs [batch, T].
   std::vector<Real> logits(std::span<const std::int32_t> inputs, int batch, int T) {
-    check_tokens(inputs, batch, T, "inputs");
-    carve(batch, T);
-    const int N = batch * T;
-    const RotaryTable rotary(T, c_.rotary_ndims(), c_.rotary_emb_base);
-    for (int n = 0; n < N; ++n)
-      std::copy_n(p(embed_in_) + std::size_t(inputs[n]) * D, D, act_.x.data() + std::size_t(n) * D);
-    for (int layer = 0; layer < L; ++layer) layer_forward(layer, rotary, batch, T);
-    std::vector<Real> out(std::size_t(N) * V);
-    nn::layernorm_forward(act_.final_normed.data(), act_.final_mean.data(), act_.final_rstd.data(),
-                          act_.x.data() + std::size_t(L) * N * D, p(final_w_), p(final_b_), N, D);
-    nn::linear_forward<Real>(out.data(), act_.final_normed.data(), p(unembed_), nullptr, N, D, V);
-    return out;
+    run_logits(inputs, batch, T);
+    return std::vector<Real>(act_.logits.begin(), act_.logits.end());
   }
 
  private:
@@ -269,6 +248,21 @@ class NeoxTrainingNetwork {
       require(t >= 0 && t < V, "NeoxTrainingNetwork",
               std::string(what) + " hold token id " + std::to_string(t) +
                   " outside the vocabulary [0, " + std::to_string(V) + ")");
+  }
+
+  // The forward up to the logits (act_.logits), every activation kept for the backward.
+  void run_logits(std::span<const std::int32_t> inputs, int batch, int T) {
+    check_tokens(inputs, batch, T, "inputs");
+    carve(batch, T);
+    const int N = batch * T;
+    const RotaryTable rotary(T, c_.rotary_ndims(), c_.rotary_emb_base);
+    for (int n = 0; n < N; ++n)
+      std::copy_n(p(embed_in_) + std::size_t(inputs[n]) * D, D, act_.x.data() + std::size_t(n) * D);
+    for (int layer = 0; layer < L; ++layer) layer_forward(layer, rotary, batch, T);
+    nn::layernorm_forward(act_.final_normed.data(), act_.final_mean.data(), act_.final_rstd.data(),
+                          act_.x.data() + std::size_t(L) * N * D, p(final_w_), p(final_b_), N, D);
+    nn::linear_forward<Real>(act_.logits.data(), act_.final_normed.data(), p(unembed_), nullptr, N,
+                             D, V);
   }
 
   void carve(int batch, int T) {
