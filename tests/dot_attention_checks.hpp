@@ -1,7 +1,6 @@
 // Checks of DotAttention shared by tests/test_mixer_dot_attention.cpp (portable build: the direct
 // and Eigen paths) and tests/native/test_causal_attention_long.cpp (this machine's build: the
-// AVX-512 kernels): its reference (the qkv Linear, reference::dot_attention with an optional
-// bias, the out Linear) and a check of the float mixer with the bias pattern.
+// AVX-512 kernels): the d_head 16 shape and a check of the float mixer with the bias pattern.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -27,37 +26,8 @@ namespace ref = emergent::reference;
 inline constexpr emergent::Shape kHead16{
     .vocab = 5, .d_model = 32, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 260};
 
-struct DotAttentionReference {
-  int heads;
-  ref::Matrix pattern = ref::Matrix();  // [T,T] attention bias pattern, empty for none
-  double strength = 0.0;
-  ref::Visibility visible = {};  // causal by default; {false, n} for an encoder
-
-  ref::Matrix forward(const ref::MixerParameters& p, const ref::Matrix& x) const {
-    const ref::Matrix qkv =
-        ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
-    const ref::Matrix o = ref::dot_attention_forward(qkv, heads, pattern, strength, visible).out;
-    return ref::linear_forward(o, p.at("out.weight"), p.at("out.bias").row(0).transpose());
-  }
-
-  ref::MixerGradients backward(const ref::MixerParameters& p, const ref::Matrix& x,
-                               const ref::Matrix& dy) const {
-    ref::MixerGradients g{ref::Matrix(), ref::zeros_like(p)};
-    const ref::Matrix qkv =
-        ref::linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
-    const ref::DotAttentionOutput att =
-        ref::dot_attention_forward(qkv, heads, pattern, strength, visible);
-    ref::Vector d_out_bias = ref::Vector::Zero(dy.cols()),
-                d_qkv_bias = ref::Vector::Zero(qkv.cols());
-    const ref::Matrix d_o =
-        ref::linear_backward(dy, att.out, p.at("out.weight"), g.dparams["out.weight"], d_out_bias);
-    const ref::Matrix d_qkv = ref::dot_attention_backward(d_o, qkv, heads, att.probabilities);
-    g.dx = ref::linear_backward(d_qkv, x, p.at("qkv.weight"), g.dparams["qkv.weight"], d_qkv_bias);
-    g.dparams["out.bias"] = d_out_bias.transpose();
-    g.dparams["qkv.bias"] = d_qkv_bias.transpose();
-    return g;
-  }
-};
+// The mixer reference (reference/dot_attention.hpp), by its old name here.
+using emergent::reference::DotAttentionReference;
 
 // The float mixer on B sequences of length T with the bias c P (P random 0/1) against the
 // reference: y, dx, every parameter gradient and every probability; att exactly 0 above the

@@ -7,8 +7,8 @@
 //                             run's config.json; without it, the config's (fp32 by default)
 // trains the seeds of the config as one ensemble (train/ensemble_trainer.cuh) into DIR/seed_<n>
 // (or the run folders named, one per seed: `emergent sweep --backend`), each a run folder as
-// `emergent train` writes one. The shapes compiled here are the dot-attention
-// shapes of the registry (apps/registry/registry.hpp).
+// `emergent train` writes one. Compiled here: the linear-map and automaton shapes of the registry
+// (apps/registry/registry.hpp) with each mixer that has a device twin (cuda/mixer.cuh).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <emergent/train/ensemble_trainer.cuh>
@@ -36,10 +36,10 @@ double device_memory_bytes() {
 #endif
 }
 
-template <Shape S>
+template <template <Shape, class> class MixerT, Shape S>
 int train(const TrainConfig& config, const std::vector<std::uint64_t>& seeds,
           const std::vector<std::filesystem::path>& dirs, bool quiet) {
-  emergent::cuda::EnsembleTrainer<S> trainer(config, seeds, dirs, !quiet);
+  emergent::cuda::EnsembleTrainer<MixerT, S> trainer(config, seeds, dirs, !quiet);
   const std::vector<emergent::RunSummary> summaries = trainer.run();
   for (std::size_t e = 0; e < seeds.size(); ++e)
     std::printf("seed %llu: steps %lld  loss %.4f  emergence metric %.4f  held-out loss %.4f\n",
@@ -91,16 +91,27 @@ int main(int argc, char** argv) {
         EMERGENT_DEVICE_IS_CUDA ? "the GPU's free memory" : "this machine's memory",
         "--seeds " + seed_text,
         std::to_string(seeds.size()) + " seeds, batch_tokens and the shape");
-    if (config.shape == emergent::cli::kLinearMapShape)
-      return train<emergent::cli::kLinearMapShape>(config, seeds, dirs, quiet);
-    if (config.shape == emergent::cli::kAutomatonShape)
-      return train<emergent::cli::kAutomatonShape>(config, seeds, dirs, quiet);
-    throw emergent::Error(config_file + ": " + emergent::cli::describe(config.mixer, config.shape) +
-                          " is not compiled for the device backend (it has " +
-                          emergent::cli::describe("dot_attention", emergent::cli::kLinearMapShape) +
-                          " and " +
-                          emergent::cli::describe("dot_attention", emergent::cli::kAutomatonShape) +
-                          "); add a line to apps/device/ensemble.cpp, or train with --backend cpu");
+    using emergent::cli::kAutomatonShape, emergent::cli::kLinearMapShape;
+    const bool linear_map = config.shape == kLinearMapShape,
+               automaton = config.shape == kAutomatonShape;
+    if (config.mixer == "dot_attention" && linear_map)
+      return train<emergent::DotAttention, kLinearMapShape>(config, seeds, dirs, quiet);
+    if (config.mixer == "dot_attention" && automaton)
+      return train<emergent::DotAttention, kAutomatonShape>(config, seeds, dirs, quiet);
+    if (config.mixer == "mlp_mixer" && linear_map)
+      return train<emergent::MlpMixer, kLinearMapShape>(config, seeds, dirs, quiet);
+    if (config.mixer == "mlp_mixer" && automaton)
+      return train<emergent::MlpMixer, kAutomatonShape>(config, seeds, dirs, quiet);
+    if (config.mixer == "mamba" && linear_map)
+      return train<emergent::Mamba, kLinearMapShape>(config, seeds, dirs, quiet);
+    if (config.mixer == "mamba" && automaton)
+      return train<emergent::Mamba, kAutomatonShape>(config, seeds, dirs, quiet);
+    throw emergent::Error(
+        config_file + ": " + emergent::cli::describe(config.mixer, config.shape) +
+        " is not compiled for the device backend (it has dot_attention, mlp_mixer and mamba at " +
+        emergent::cli::describe("", kLinearMapShape).substr(1) + " and " +
+        emergent::cli::describe("", kAutomatonShape).substr(1) +
+        "); add a line to apps/device/ensemble.cpp, or train with --backend cpu");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

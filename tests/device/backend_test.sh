@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `emergent train --backend thrust-omp --seeds` end to end (ctest device_backend): the device
 # ensemble writes the CPU's run folders, so a run started on one backend resumes on the other and
-# ends where a run on the CPU alone ends; a sweep groups its seeds into ensembles; and bad
+# ends where a run on the CPU alone ends; the causal MLP-Mixer's ensemble follows its CPU runs; a
+# sweep groups its seeds into ensembles; and bad
 # requests get one line and a non-zero exit.
 #   tests/device/backend_test.sh path/to/emergent
 set -euo pipefail
@@ -42,6 +43,21 @@ for seed in (3, 4):
         changed = [r["step"] for r in other if "changed_on_resume" in r]
         assert changed == [30], (mixed, changed)
         assert other[3]["changed_on_resume"] == {"steps": {"from": 30, "to": 60}}, other[3]
+PY
+# The causal MLP-Mixer on the device (its twin, cuda/mlp_mixer.cuh) follows its CPU runs.
+"$cli" train "${common[@]}" --mixer mlp_mixer --steps 30 --seeds 3-4 --out "$dir/mixer_cpu" > /dev/null
+"$cli" train "${common[@]}" --mixer mlp_mixer --steps 30 --seeds 3-4 --backend thrust-omp \
+  --out "$dir/mixer_device" > /dev/null
+python3 - "$dir" <<'PY'
+import json, sys
+root = sys.argv[1]
+for seed in (3, 4):
+    cpu, device = ([json.loads(line) for line in open(f"{root}/{run}/seed_{seed}/metrics.jsonl")]
+                   for run in ("mixer_cpu", "mixer_device"))
+    assert [r["step"] for r in device] == [r["step"] for r in cpu] == [0, 10, 20], (cpu, device)
+    worst = max(abs(a["loss"] - b["loss"]) for a, b in zip(cpu, device))
+    print(f"mlp_mixer seed {seed}: worst |device loss - cpu loss| {worst:.2e}")
+    assert worst < 1e-4, (seed, worst)
 PY
 # An edited config.json is refused by the device backend too, naming the checkpoint's value.
 sed -i 's/"lr": 0.001,/"lr": 0.01,/' "$dir/cpu_then_device/seed_3/config.json"

@@ -51,7 +51,7 @@ struct Trained {
 // a logging step) checked on the way.
 template <emergent::Shape S>
 Trained<S> train_and_count(bool graph, int steps) {
-  using Step = cuda::EnsembleStep<S>;
+  using Step = cuda::EnsembleStep<emergent::DotAttention, S>;
   const emergent::LinearMap task(6, 2, 0);
   const int E = 2, B = 4, T = task.length();
   const std::vector<std::uint64_t> seeds = {5, 6};
@@ -105,7 +105,7 @@ TEST_CASE("device step: the graph replays the direct launches bit for bit") {
 
 TEST_CASE("device step: a non-finite loss is recorded at its step and reported") {
   constexpr emergent::Shape shape = device_counts_shapes::kOneLayer;
-  using Step = cuda::EnsembleStep<shape>;
+  using Step = cuda::EnsembleStep<emergent::DotAttention, shape>;
   const emergent::LinearMap task(6, 2, 0);
   const std::vector<std::uint64_t> seeds = {1, 2};
   Step step(2, 4, task.length(), {}, ranges<shape>(), 0.0f, &task, seeds);

@@ -16,6 +16,7 @@
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/gemm.cuh>
 #include <emergent/cuda/linear.cuh>
+#include <emergent/cuda/mixer.cuh>
 #include <emergent/cuda/profile.cuh>
 #include <emergent/mixers/dot_attention.hpp>
 
@@ -49,7 +50,7 @@ struct DotAttentionOffsets {
 };
 template <Shape S>
 constexpr DotAttentionOffsets dot_attention_offsets() {
-  using Mixer = DotAttention<S, float>;
+  using Mixer = ::emergent::DotAttention<S, float>;
   return {Mixer::qkv_weight, Mixer::qkv_bias, Mixer::out_weight, Mixer::out_bias};
 }
 
@@ -302,5 +303,57 @@ inline void dot_attention_backward(const float* p, float* g, const float* x, con
                     p + offsets.qkv_weight, P, at.members, rows, D, 3 * D);
   }
 }
+
+// The twin of DotAttention<S, float> (cuda/mixer.cuh's contract) over the functions above.
+template <Shape S>
+struct DotAttention {
+  using Cpu = ::emergent::DotAttention<S, float>;
+  static constexpr int D = S.d_model, H = S.heads;
+
+  struct Activations {
+    explicit Activations(const MixerGeometry& at) {
+      const std::size_t N = at.tokens(), square = std::size_t(at.members) * at.batch * H *
+                                                  at.length * at.length;
+      qkv.resize(N * 3 * D);
+      for (auto* v : {&q, &k, &v, &heads}) v->resize(N * D);
+      att.resize(square);
+    }
+    DeviceVector<float> qkv, q, k, v, att, heads;
+    AttentionActivations view() {
+      return {raw(qkv), raw(q), raw(k), raw(v), raw(att), raw(heads)};
+    }
+  };
+  struct Scratch {
+    explicit Scratch(const MixerGeometry& at) {
+      const std::size_t N = at.tokens(), square = std::size_t(at.members) * at.batch * H *
+                                                  at.length * at.length;
+      for (auto* v : {&head_block, &d_q, &d_k, &d_v, &d_heads}) v->resize(N * D);
+      d_att.resize(square);
+      d_qkv.resize(N * 3 * D);
+    }
+    DeviceVector<float> head_block, d_att, d_q, d_k, d_v, d_heads, d_qkv;
+    AttentionScratch view() {
+      return {raw(head_block), raw(d_att), raw(d_q), raw(d_k), raw(d_v), raw(d_heads), raw(d_qkv)};
+    }
+  };
+
+  static AttentionGeometry geometry(const MixerGeometry& at) {
+    return {at.members, at.batch, at.length, D, H, at.param_stride, dot_attention_offsets<S>()};
+  }
+  static void forward(const float* p, const float* x, float* y, const float* residual,
+                      Activations& acts, Scratch& scratch, const MixerGeometry& at,
+                      AttentionBias bias) {
+    dot_attention_forward(p, x, y, acts.view(), scratch.view(), bias.pattern, bias.strength,
+                          geometry(at), residual);
+  }
+  static void backward(const float* p, float* g, const float* x, const float* dy, float* dx,
+                       Activations& acts, Scratch& scratch, const MixerGeometry& at) {
+    dot_attention_backward(p, g, x, dy, dx, acts.view(), scratch.view(), geometry(at));
+  }
+};
+template <Shape S>
+struct device_twin<::emergent::DotAttention<S, float>> {
+  using type = DotAttention<S>;
+};
 
 }  // namespace emergent::cuda

@@ -1,7 +1,9 @@
-// model/model.hpp's Model<DotAttention, S> on the device, for an ensemble of E members of one
-// shape trained in lockstep: every op is one set of launches over all members (one grid over
+// model/model.hpp's Model<Mixer, S> on the device, for an ensemble of E members of one shape
+// trained in lockstep: every op is one set of launches over all members (one grid over
 // members x rows; strided-batched GEMMs over members, and over members x sequences x heads in
-// the attention).
+// the attention). The token mixer is the CPU mixer's device twin (cuda/mixer.cuh): dot
+// attention (cuda/dot_attention.cuh), the causal MLP-Mixer (cuda/mlp_mixer.cuh) or Mamba
+// (cuda/mamba.cuh); the channel block is the transformer's GELU MLP.
 //
 // Member e's parameters, gradients and AdamW moments are values [e * P, (e + 1) * P) of one
 // device buffer each, laid out exactly as the CPU's Model lays out its one buffer (the offsets
@@ -17,22 +19,29 @@
 #include <emergent/cuda/gelu.cuh>
 #include <emergent/cuda/layernorm.cuh>
 #include <emergent/cuda/linear.cuh>
+#include <emergent/cuda/mamba.cuh>
+#include <emergent/cuda/mixer.cuh>
+#include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/cuda/profile.cuh>
-#include <emergent/mixers/dot_attention.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/nn/mlp.hpp>
+#include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace emergent::cuda {
 
-template <Shape S>
+template <template <Shape, class> class MixerT, Shape S>
 class EnsembleModel {
  public:
-  using Cpu = Model<DotAttention, S, float>;  // the layout, and the CPU twin tests compare with
+  using Cpu = Model<MixerT, S, float>;  // the layout, and the CPU twin tests compare with
+  using Mixer = typename device_twin<typename Cpu::Mixer>::type;
+  static_assert(DeviceMixer<Mixer>);
   using Blocks = typename Cpu::Blocks;
   using Mlp = GeluMlp<S, float>;
-  static constexpr int V = S.vocab, D = S.d_model, H = S.heads, F = S.d_ff, L = S.layers;
+  static_assert(std::is_same_v<typename Cpu::Channel, Mlp>, "the device has the GELU MLP only");
+  static constexpr int V = S.vocab, D = S.d_model, F = S.d_ff, L = S.layers;
   static constexpr std::size_t P = Cpu::parameter_count;
 
   EnsembleModel(int members, int batch, int length)
@@ -41,8 +50,7 @@ class EnsembleModel {
     require(length >= 1 && length <= S.max_len, "EnsembleModel",
             "length " + std::to_string(length) +
                 " is outside [1, max_len = " + std::to_string(S.max_len) + "] of this Shape");
-    const std::size_t N = tokens(), G = std::size_t(members) * batch * H;
-    const std::size_t square = G * length * length;
+    const std::size_t N = tokens();
     params.resize(P * members);
     grads.resize(P * members);
     inputs.resize(N);
@@ -50,24 +58,20 @@ class EnsembleModel {
     loss_weights.resize(length);
     bias_pattern.resize(std::size_t(length) * length);
     for (auto& r : residual_) r.resize(N * D);
-    for (Layer& a : layers_) {
-      for (auto* v : {&a.norm1, &a.residual_mid, &a.norm2, &a.q, &a.k, &a.v, &a.heads})
-        v->resize(N * D);
+    layers_.reserve(L);
+    for (int l = 0; l < L; ++l) {
+      Layer& a = layers_.emplace_back(geometry());
+      for (auto* v : {&a.norm1, &a.residual_mid, &a.norm2}) v->resize(N * D);
       for (auto* v : {&a.mean1, &a.rstd1, &a.mean2, &a.rstd2}) v->resize(N);
-      a.qkv.resize(N * 3 * D);
-      a.att.resize(square);
       a.fc.resize(N * F);
       a.gelu.resize(N * F);
     }
-    for (auto* v :
-         {&final_norm_, &d_residual_, &d_norm_, &head_block_, &d_q_, &d_k_, &d_v_, &d_heads_})
-      v->resize(N * D);
+    mixer_scratch_.emplace(geometry());
+    for (auto* v : {&final_norm_, &d_residual_, &d_norm_}) v->resize(N * D);
     for (auto* v : {&final_mean_, &final_rstd_, &token_loss_, &token_correct_}) v->resize(N);
     logits_.resize(N * V);
     probs_.resize(N * V);
     d_logits_.resize(N * V);
-    d_att_.resize(square);
-    d_qkv_.resize(N * 3 * D);
     d_hidden_.resize(N * F);
     losses_.resize(members);
     loss_scale_.resize(1);
@@ -106,10 +110,10 @@ class EnsembleModel {
         layernorm_forward(raw(a.norm1), raw(a.mean1), raw(a.rstd1), raw(residual_[l]),
                           pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
       }
-      // residual_mid = residual + attention(norm1), the addition in the output layer's bias pass
-      dot_attention_forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
-                            attention(a), scratch(), raw(bias_pattern), bias_strength, geometry(),
-                            raw(residual_[l]));
+      // residual_mid = residual + mixer(norm1)
+      Mixer::forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
+                     raw(residual_[l]), a.mixer, *mixer_scratch_, geometry(),
+                     {raw(bias_pattern), bias_strength});
       {
         OpScope scope("layernorm.forward");
         layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
@@ -225,8 +229,8 @@ class EnsembleModel {
                            raw(d_norm_), raw(a.residual_mid), raw(a.mean2), raw(a.rstd2),
                            p + no + Blocks::ln2_w, P, members_, rows, D);
       }
-      dot_attention_backward(p + mo, g + mo, raw(a.norm1), raw(d_residual_), raw(d_norm_),
-                             attention(a), scratch(), geometry());
+      Mixer::backward(p + mo, g + mo, raw(a.norm1), raw(d_residual_), raw(d_norm_), a.mixer,
+                      *mixer_scratch_, geometry());
       {
         OpScope scope("layernorm.backward");
         layernorm_backward(raw(d_residual_), g + lo + Blocks::ln1_w, g + lo + Blocks::ln1_b,
@@ -248,28 +252,21 @@ class EnsembleModel {
 
  private:
   struct Layer {
-    DeviceVector<float> norm1, mean1, rstd1, qkv, q, k, v, att, heads, residual_mid;
+    explicit Layer(const MixerGeometry& geometry) : mixer(geometry) {}
+    DeviceVector<float> norm1, mean1, rstd1, residual_mid;
+    typename Mixer::Activations mixer;
     DeviceVector<float> norm2, mean2, rstd2, fc, gelu;
   };
 
-  AttentionGeometry geometry() const {
-    return {members_, batch_, length_, D, H, std::int64_t(P), dot_attention_offsets<S>()};
-  }
-  AttentionActivations attention(Layer& a) {
-    return {raw(a.qkv), raw(a.q), raw(a.k), raw(a.v), raw(a.att), raw(a.heads)};
-  }
-  AttentionScratch scratch() {
-    return {raw(head_block_), raw(d_att_),   raw(d_q_),  raw(d_k_),
-            raw(d_v_),        raw(d_heads_), raw(d_qkv_)};
-  }
+  MixerGeometry geometry() const { return {members_, batch_, length_, std::int64_t(P)}; }
 
   int members_, batch_, length_;
   std::array<DeviceVector<float>, L + 1> residual_;
-  std::array<Layer, L> layers_;
+  std::vector<Layer> layers_;
+  std::optional<typename Mixer::Scratch> mixer_scratch_;  // shared by the layers
   DeviceVector<float> final_norm_, final_mean_, final_rstd_, logits_, probs_, token_loss_,
       token_correct_;
-  DeviceVector<float> d_residual_, d_norm_, d_logits_, head_block_, d_att_, d_q_, d_k_, d_v_,
-      d_heads_, d_qkv_, d_hidden_;
+  DeviceVector<float> d_residual_, d_norm_, d_logits_, d_hidden_;
   DeviceVector<double> losses_;
   DeviceVector<float> loss_scale_;
 };

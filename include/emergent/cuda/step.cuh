@@ -46,10 +46,10 @@ struct MemberReport {
   double nonfinite_loss, nonfinite_norm;       // that step's
 };
 
-template <Shape S>
+template <template <Shape, class> class MixerT, Shape S>
 class EnsembleStep {
  public:
-  using Device = EnsembleModel<S>;
+  using Device = EnsembleModel<MixerT, S>;
   static constexpr std::size_t P = Device::P;
   static constexpr int kReport = 7;  // doubles per member in report_
 

@@ -12,11 +12,15 @@
 // head, sum_ij d_scores[i,j] P[i,j].
 // Bidirectional attention (an encoder) is the same with every key j < n visible to every query,
 // n the sequence's real length (keys from n on are padding): Visibility{false, n}.
+// DotAttentionReference (at the end) is the whole mixer, with its qkv and out Linear layers, as
+// the mixer suites take it (tests/mixer_suite.hpp, tests/device/test_device_mixers.cpp).
 #pragma once
 
 #include <cmath>
 #include <emergent/core/error.hpp>
+#include <emergent/reference/linear.hpp>
 #include <emergent/reference/matrix.hpp>
+#include <emergent/reference/mixer.hpp>
 #include <vector>
 
 namespace emergent::reference {
@@ -138,5 +142,34 @@ inline std::vector<double> dot_attention_bias_gradient(const Matrix& d_out, cons
             .sum();
   return grad;
 }
+
+// DotAttention as a mixer reference (reference/mixer.hpp's contract): the qkv Linear,
+// dot_attention with an optional bias, the out Linear.
+struct DotAttentionReference {
+  int heads;
+  Matrix pattern = Matrix();  // [T,T] attention bias pattern, empty for none
+  double strength = 0.0;
+  Visibility visible = {};  // causal by default; {false, n} for an encoder
+
+  Matrix forward(const MixerParameters& p, const Matrix& x) const {
+    const Matrix qkv = linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
+    const Matrix o = dot_attention_forward(qkv, heads, pattern, strength, visible).out;
+    return linear_forward(o, p.at("out.weight"), p.at("out.bias").row(0).transpose());
+  }
+
+  MixerGradients backward(const MixerParameters& p, const Matrix& x, const Matrix& dy) const {
+    MixerGradients g{Matrix(), zeros_like(p)};
+    const Matrix qkv = linear_forward(x, p.at("qkv.weight"), p.at("qkv.bias").row(0).transpose());
+    const DotAttentionOutput att = dot_attention_forward(qkv, heads, pattern, strength, visible);
+    Vector d_out_bias = Vector::Zero(dy.cols()), d_qkv_bias = Vector::Zero(qkv.cols());
+    const Matrix d_o =
+        linear_backward(dy, att.out, p.at("out.weight"), g.dparams["out.weight"], d_out_bias);
+    const Matrix d_qkv = dot_attention_backward(d_o, qkv, heads, att.probabilities);
+    g.dx = linear_backward(d_qkv, x, p.at("qkv.weight"), g.dparams["qkv.weight"], d_qkv_bias);
+    g.dparams["out.bias"] = d_out_bias.transpose();
+    g.dparams["qkv.bias"] = d_qkv_bias.transpose();
+    return g;
+  }
+};
 
 }  // namespace emergent::reference

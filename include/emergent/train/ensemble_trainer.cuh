@@ -59,10 +59,10 @@ struct EnsembleMember {
   std::vector<float> final_params;         // when stopped early
 };
 
-template <Shape S>
+template <template <Shape, class> class MixerT, Shape S>
 class EnsembleTrainer {
  public:
-  using Device = EnsembleModel<S>;
+  using Device = EnsembleModel<MixerT, S>;
   using Net = typename Device::Cpu;
   static constexpr std::size_t P = Device::P;
 
@@ -77,9 +77,9 @@ class EnsembleTrainer {
               {base.beta1, base.beta2, 1e-8, base.weight_decay, base.max_grad_norm}, decay_ranges(),
               float(base.bias), linear_map(*setup_.task), seeds) {
     validate(base);
-    require(base.mixer == "dot_attention", "config",
-            "field 'mixer' must be dot_attention on the device backend (got " + base.mixer +
-                "): other mixers train with --backend cpu");
+    require(base.mixer == Net::Mixer::name, "config",
+            "field 'mixer' is " + base.mixer + ", not the compiled ensemble's " +
+                std::string(Net::Mixer::name));
     require(base.shape == S, "config", "shape does not match the compiled ensemble");
     require(base.save_attention_at.empty(), "config",
             "field 'save_attention_at' is not supported on the device backend: leave it empty, or "
@@ -402,7 +402,7 @@ class EnsembleTrainer {
   TaskSetup setup_;
   int batch_;
   bool show_progress_;
-  EnsembleStep<S> step_;
+  EnsembleStep<MixerT, S> step_;
   std::vector<EnsembleMember> members_;
 };
 
