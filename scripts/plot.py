@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """The paper's figures from sweep folders (`emergent sweep FILE --out DIR`), laid out as the paper
 lays them out. Seeds are thin lines or small points, the ensemble statistic is bold, and censored
-runs (a threshold never reached within the budget) are drawn as open triangles at their budget.
+runs (a threshold never reached within the budget) are drawn as open triangles at their budget;
+a median is joined only to neighbours whose medians are observed too.
 Group statistics come from `emergent sweep summarize` (one implementation of the statistics).
 
     plot.py sparsity DIR [DIR ...] --out F.png    Fig. 5a: final loss against s/S per S, and
                                                   the solved share with its 95% interval
     plot.py curves DIR --out F.png                Fig. 5b: loss curves, one colour per S
     plot.py plateau DIR --out F.png               Fig. 5c: plateau length against S, with and
-                                                  without the attention bias
+                                                  without the attention bias, a line per bias
+                                                  and measurement (held-out set or batch)
     plot.py width DIR --out F.png                 Fig. 6: final loss against heads H, per head
                                                   size and at fixed width D = 128, per task
     plot.py depth DIR --out F.png                 depth study: final loss against layers L
@@ -62,6 +64,13 @@ PAPER_PLATEAU_BIAS = {4: 61, 8: 180, 16: 180, 32: 180, 64: 180, 128: 180, 256: 1
 
 PAPER_WIDTH_LINEAR = {"d_head=4": {1: 0.693, 2: 0.693, 4: 0.67, 8: 0.445, 16: 0.345, 32: 0.336},
                       "D=128": {1: 0.63, 2: 0.49, 4: 0.465, 8: 0.345, 16: 0.34, 32: 0.34, 64: 0.34, 128: 0.34}}
+
+# App. B.4 in words (docs/paper-notes.md §4; no numbers), and the settings of its Fig. 5c, whose
+# plateaus stand in for App. B.4's at the same base.
+PAPER_FACTORS = {"S": "context length sets it (Fig. 5c)", "states": "longer T lengthens it, not monotonically",
+                 "rules": "does not change it", "depth": "does not change it", "colours": "does not change it"}
+PAPER_AUTOMATON_SETTINGS = {"states": 16, "rules": 256, "depth": 1, "colours": 4}
+FACTOR_SYMBOLS = {"S": "S", "states": "T", "rules": "N", "depth": "k", "colours": "C"}
 
 TASK_TITLES = {"linear-map": "linear map", "cellular-automaton": "cellular automaton"}
 
@@ -129,39 +138,87 @@ def linear_floor(S):
     return (S - 1) / (2 * S - 1) * math.log(2)
 
 
+def solved_offset(sizes, S):
+    """A sideways shift in s/S per state size, so that sizes at the same s/S do not hide each other."""
+    return (sizes.index(S) - (len(sizes) - 1) / 2) * 0.012
+
+
+# Line styles and markers that tell series apart where their lines coincide (a colour each is not
+# enough: a line drawn later hides an earlier one at the same values).
+SERIES_STYLES = [("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ((0, (5, 2, 1, 2)), "v"), ((0, (3, 1)), "P")]
+
+
+# Okabe and Ito's colour-blind-safe palette: colours told apart at a glance, for categories.
+DISTINCT_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+
+
+def distinct_line(index, count, points, marks=8):
+    """Plot keywords for series `index` of `count`: its line style and marker, the markers at
+    `marks` places shifted per series so that coinciding lines show every series' markers."""
+    every = max(1, points // marks)
+    ls, marker = SERIES_STYLES[index % len(SERIES_STYLES)]
+    return dict(ls=ls, marker=marker, ms=5, markevery=(index * every // count, every))
+
+
 def colours(n):
     cmap = plt.get_cmap("viridis")
     return [cmap(i / max(1, n - 1) * 0.9) for i in range(n)]
 
 
 def plateau_points(ax, x, group, colour, offset=1.0):
-    """Per-seed plateau lengths: dots, censored ones as open triangles at their budget."""
+    """Per-seed plateau lengths: a finished run as a dot at its plateau end, a run that did not
+    finish within its budget (censored) as an open triangle at the budget."""
     for e in group["emergence"]:
         if e["censored"]:
             ax.scatter([x * offset], [e["steps_done"]], marker="^", facecolors="none",
-                       edgecolors=colour, s=28, zorder=3)
+                       edgecolors=colour, s=40, lw=1.2, zorder=3)
         else:
-            ax.scatter([x * offset], [max(e["emergence_step"], 1)], marker=".", color=colour,
-                       alpha=0.6, s=30, zorder=3)
+            ax.scatter([x * offset], [max(e["emergence_step"], 1)], marker="o", color=colour,
+                       alpha=0.6, s=14, zorder=3)
 
 
-def plateau_median_line(ax, xs, groups, colour, label, offset=1.0):
-    """Bold Kaplan-Meier medians with Brookmeyer-Crowley intervals (an open end: arrow)."""
-    mx, my = [], []
+def plateau_interval(ax, x, group, colour):
+    """The Brookmeyer-Crowley interval of a median: solid between its ends, dotted from the median
+    to the group's last time where its upper end is open; none where neither end is reached
+    (one run)."""
+    m = group["plateau_median"]
+    if m["low"] is None and m["high"] is None:
+        return
+    low = m["low"] if m["low"] is not None else m["median"]
+    high = m["high"] if m["high"] is not None else m["median"]
+    ax.plot([x] * 2, [max(low, 1), max(high, 1)], color=colour, lw=1)
+    if m["high"] is None:
+        last = max(e["steps_done"] if e["censored"] else e["emergence_step"] for e in group["emergence"])
+        ax.plot([x] * 2, [max(m["median"], 1), last], color=colour, lw=1, ls=":")
+
+
+def plateau_median_line(ax, xs, groups, colour, label, offset=1.0, style="-", marker="o"):
+    """Bold Kaplan-Meier medians with their intervals, joined only between neighbouring sizes whose
+    medians are both observed: a median not reached (most runs censored) breaks the line."""
+    line_x, line_y = [], []
     for x, g in zip(xs, groups):
         m = g["plateau_median"]
         if m["median"] is None:
+            line_x.append(np.nan), line_y.append(np.nan)
             continue
-        mx.append(x * offset)
-        my.append(max(m["median"], 1))
-        low = m["low"] if m["low"] is not None else m["median"]
-        high = m["high"]
-        if high is None:
-            ax.annotate("", xy=(x * offset, my[-1] * 3), xytext=(x * offset, my[-1]),
-                        arrowprops=dict(arrowstyle="->", color=colour, lw=1))
-            high = m["median"]
-        ax.plot([x * offset] * 2, [max(low, 1), max(high, 1)], color=colour, lw=1)
-    ax.plot(mx, my, "-o", color=colour, lw=2.2, ms=5, label=label)
+        line_x.append(x * offset), line_y.append(max(m["median"], 1))
+        plateau_interval(ax, x * offset, g, colour)
+    ax.plot(line_x, line_y, marker=marker, ls=style, color=colour, lw=2.2, ms=6, label=label)
+
+
+def plateau_key(ax, groups):
+    """What the marks of plateau_points and plateau_interval mean, in the legend, and a dotted grey
+    line at each budget a run did not finish within."""
+    budgets = sorted({e["steps_done"] for g in groups for e in g["emergence"] if e["censored"]})
+    for budget in budgets:
+        ax.axhline(budget, color="grey", ls=(0, (1, 3)), lw=0.8)
+    ax.scatter([], [], marker="o", color="grey", alpha=0.6, s=14, label="a run: its plateau end")
+    if budgets:
+        steps = " or ".join(f"{b:,}" for b in budgets)
+        ax.scatter([], [], marker="^", facecolors="none", edgecolors="grey", s=40, lw=1.2,
+                   label=f"a run not finished by step {steps} (drawn there)")
+    if any(g["plateau_median"]["high"] is None and g["plateau_median"]["low"] is not None for g in groups):
+        ax.plot([], [], color="grey", lw=1, ls=":", label="95% interval open above (dotted to the last run)")
 
 
 def finish(fig, args, default_title):
@@ -197,8 +254,12 @@ def sparsity(args):
             S, s = g["group"]["S"], g["group"]["s"]
             colour = colours(len(sizes))[sizes.index(S)]
             share = g["solved"]
-            ax_solved.errorbar([s / S], [share["share"]], yerr=[[share["share"] - share["low"]],
-                               [share["high"] - share["share"]]], fmt="o", color=colour, ms=4, capsize=2)
+            ax_solved.errorbar([s / S + solved_offset(sizes, S)], [share["share"]],
+                               yerr=[[share["share"] - share["low"]], [share["high"] - share["share"]]],
+                               fmt="o", color=colour, ms=4, capsize=2)
+    for S, colour in zip(sizes, colours(len(sizes))):
+        ax_solved.plot([], [], "o-", color=colour, ms=4, label=f"S={S}")
+    ax_solved.legend(fontsize=7)
     if 16 in sizes:
         ax.scatter([s / 16 for s in PAPER_SPARSITY_S16], list(PAPER_SPARSITY_S16.values()), marker="x",
                    color="grey", label="paper, S=16 (read off its figure)", zorder=4)
@@ -210,7 +271,7 @@ def sparsity(args):
     ax_solved.set_xlabel("s / S")
     ax_solved.set_ylabel("share of seeds solved (x1 loss < 0.05)")
     ax_solved.set_ylim(-0.05, 1.05)
-    ax_solved.set_title("solved share, 95% Wilson interval")
+    ax_solved.set_title("solved share, 95% Wilson interval (each S shifted sideways)")
     finish(fig, args, "Linear map: medium sparsity is hardest (paper Fig. 5a)")
 
 
@@ -236,17 +297,26 @@ def curves(args):
     finish(fig, args, "Cellular automaton: longer states learn later and more abruptly (paper Fig. 5b)")
 
 
+def plateau_measurement(eval_every):
+    return "read off a held-out set" if eval_every else "read off the training batch"
+
+
 def plateau(args):
-    """Fig. 5c: plateau length against S, with and without the bias (log-log)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    groups = summarize(args, args.dirs[0], ["S", "bias"])
-    biases = sorted({g["group"]["bias"] for g in groups})
-    for bias, colour, offset in zip(biases, ["C0", "C3", "C2"], [1.0, 1.06, 1.12]):
-        of_bias = sorted((g for g in groups if g["group"]["bias"] == bias), key=lambda g: g["group"]["S"])
-        xs = [g["group"]["S"] for g in of_bias]
-        for x, g in zip(xs, of_bias):
+    """Fig. 5c: plateau length against S, with and without the bias (log-log), one line per bias
+    and measurement (held-out set or training batch: never pooled)."""
+    fig, ax = plt.subplots(figsize=(10, 5))
+    groups = summarize(args, args.dirs[0], ["S", "bias", "eval_every"])
+    keys = sorted({(g["group"]["bias"], g["group"]["eval_every"]) for g in groups}, key=lambda k: (k[0], -k[1]))
+    for i, (bias, eval_every) in enumerate(keys):
+        of_key = sorted((g for g in groups if (g["group"]["bias"], g["group"]["eval_every"]) == (bias, eval_every)),
+                        key=lambda g: g["group"]["S"])
+        colour, offset = ["C0", "C1", "C3", "C2", "C4", "C5"][i], 1.0 + 0.05 * i
+        xs = [g["group"]["S"] for g in of_key]
+        for x, g in zip(xs, of_key):
             plateau_points(ax, x, g, colour, offset)
-        plateau_median_line(ax, xs, of_bias, colour, "no bias" if bias == 0 else f"bias c={bias:g}", offset)
+        name = "no bias" if bias == 0 else f"bias c={bias:g}"
+        plateau_median_line(ax, xs, of_key, colour, f"{name}, {plateau_measurement(eval_every)}", offset,
+                            "-" if eval_every else "--", "D" if eval_every else "o")
     ax.scatter(list(PAPER_PLATEAU), list(PAPER_PLATEAU.values()), marker="x", color="grey",
                label="paper, no bias", zorder=4)
     ax.scatter(list(PAPER_PLATEAU_BIAS), list(PAPER_PLATEAU_BIAS.values()), marker="+", color="grey",
@@ -255,8 +325,10 @@ def plateau(args):
     ax.set_yscale("log")
     ax.set_xlabel("state size S")
     ax.set_ylabel("plateau length (first step with loss < 1.3)")
-    ax.legend(fontsize=7)
-    finish(fig, args, "Cellular automaton: plateau against S (bold: Kaplan-Meier median; ^ censored)")
+    plateau_key(ax, groups)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    finish(fig, args, "Cellular automaton: plateau against S\n(bold: Kaplan-Meier median, "
+           "joined only where observed; open ^: not finished)")
 
 
 def per_task_panels(rows):
@@ -332,7 +404,7 @@ def architectures(args):
     rows = sweep_rows(args.dirs[0])
     panels = sorted({(r["config"]["task"], r["config"].get("s")) for r in rows},
                     key=lambda p: (p[0] != "linear-map", p[1] or 0))
-    mixers = sorted({r["config"]["mixer"] for r in rows}, key=lambda m: m != "dot_attention")
+    mixers = sorted({r["config"]["mixer"] for r in rows}, key=lambda m: (m != "dot_attention", m))
     colour = dict(zip(mixers, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
     for ax, (task, s) in zip(axes[0], panels):
@@ -344,7 +416,8 @@ def architectures(args):
             for steps, loss in runs:
                 ax.plot(steps, loss, color=colour[mixer], lw=0.6, alpha=0.4)
             steps, median = median_curve(runs)
-            ax.plot(steps, median, color=colour[mixer], lw=2, label=f"{mixer} ({len(runs)} seeds)")
+            ax.plot(steps, median, color=colour[mixer], lw=2, alpha=0.85, label=f"{mixer} ({len(runs)} seeds)",
+                    **distinct_line(mixers.index(mixer), len(mixers), len(steps)))
         S = next(r["config"]["S"] for r in rows if r["config"]["task"] == task)
         if task == "linear-map":
             ax.axhline(linear_floor(S), color="grey", ls=":", lw=1)
@@ -355,15 +428,34 @@ def architectures(args):
     finish(fig, args, "Token mixers (paper Fig. 7 and App. B.6)")
 
 
+def factors_paper_reference(ax, name, xs, common):
+    """The paper's plateau for a panel of App. B.4 where its settings are the file's base (those of
+    its Fig. 5c): its Fig. 5c values on the S panel; on the others its S = base plateau at the base
+    value, and a dashed line at it where App. B.4's text says the factor does not change it."""
+    if any(common[n] != v for n, v in PAPER_AUTOMATON_SETTINGS.items()) or common["S"] not in PAPER_PLATEAU:
+        return
+    if name == "S":
+        sizes = [x for x in xs if x in PAPER_PLATEAU]
+        ax.scatter(sizes, [PAPER_PLATEAU[x] for x in sizes], marker="x", color="grey", zorder=4,
+                   label="paper (Fig. 5c)")
+        return
+    base = PAPER_PLATEAU[common["S"]]
+    if PAPER_FACTORS[name] == "does not change it":
+        ax.axhline(base, color="grey", ls="--", lw=1, label=f"paper: no change (its ~{base} at S={common['S']})")
+    else:
+        ax.scatter([common[name]], [base], marker="x", color="grey", zorder=4,
+                   label=f"paper at {FACTOR_SYMBOLS[name]}={common[name]} (Fig. 5c); no numbers for others")
+
+
 def factors(args):
     """App. B.4: plateau against each automaton setting varied alone (the others at the file's
-    most common value)."""
+    most common value), beside the paper's values where it gives them."""
     rows = sweep_rows(args.dirs[0])
     names = [n for n in ("S", "states", "rules", "depth", "colours") if len({r["config"][n] for r in rows}) > 1]
     common = {n: max({r["config"][n] for r in rows}, key=lambda v: sum(r["config"][n] == v for r in rows))
               for n in ("S", "states", "rules", "depth", "colours")}
     groups = summarize(args, args.dirs[0], ["S", "states", "rules", "depth", "colours"])
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.6), squeeze=False, sharey=True)
     titles = {"S": "state size S", "states": "trajectory length T", "rules": "rules N",
               "depth": "rule applications k", "colours": "colours C"}
     for ax, name in zip(axes[0], names):
@@ -372,13 +464,20 @@ def factors(args):
         xs = [g["group"][name] for g in alone]
         for x, g in zip(xs, alone):
             plateau_points(ax, x, g, "C0")
-        plateau_median_line(ax, xs, alone, "C0", "Kaplan-Meier median")
+        plateau_median_line(ax, xs, alone, "C0", "Kaplan-Meier median (joined where observed)")
+        factors_paper_reference(ax, name, xs, common)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plateau_key(ax, alone)
         ax.set_xticks(xs, [str(x) for x in xs])
+        if xs:  # room beside the first and last value for their marks
+            ax.set_xlim(xs[0] / 1.4, xs[-1] * 1.4)
         ax.set_xlabel(titles[name])
-        ax.set_ylabel("plateau length (steps)")
-        ax.legend(fontsize=7)
+        ax.set_title(f"paper: {PAPER_FACTORS[name]}", fontsize=8)
+        ax.legend(fontsize=6, loc="lower right")
+    axes[0][0].set_ylabel("plateau length (steps)")
+    times = [e["steps_done"] if e["censored"] else max(e["emergence_step"], 1) for g in groups for e in g["emergence"]]
+    axes[0][0].set_ylim(min(times) / 2, max(times) * 3)  # the budget well inside the axes
     finish(fig, args, "Cellular automaton: what sets the plateau (App. B.4); others at "
            + ", ".join(f"{n}={common[n]}" for n in common))
 
@@ -387,7 +486,7 @@ def batch(args):
     """The batch convention (fixed tokens per step against fixed sequences per step) and the
     measurement (the plateau's end read off the training batch or a fixed held-out set)."""
     rows = sweep_rows(args.dirs[0])
-    fig, ax = plt.subplots(figsize=(7, 4.6))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     groups = summarize(args, args.dirs[0], ["S", "bias", "batch_tokens", "eval_every"])
 
     # A batch_tokens value shared by several S is the fixed-tokens convention; one value per S
@@ -416,7 +515,8 @@ def batch(args):
     ax.set_yscale("log")
     ax.set_xlabel("state size S")
     ax.set_ylabel("plateau length (first step with loss < 1.3)")
-    ax.legend(fontsize=7)
+    plateau_key(ax, groups)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     finish(fig, args, "Cellular automaton: plateau against S by batch convention and measurement")
 
 
@@ -550,7 +650,10 @@ def spt(args):
     runs_ = spt_runs(args.dirs)
     order = ["supervised", "SPT", "QK transplant", "all but QK transplant", "learned proximity slope"]
     conditions = sorted({r[0] for r in runs_}, key=lambda c: (order.index(c) if c in order else 9, c))
-    colour = dict(zip(conditions, colours(len(conditions))))
+    colour = dict(zip(conditions, DISTINCT_COLOURS))
+
+    def marks(c, points, places=8):  # the condition's line style and markers (distinct_line)
+        return distinct_line(conditions.index(c), len(conditions), points, places)
     fig, axes = plt.subplots(2, 3, figsize=(17, 8.5))
     ax_curve, ax_final, ax_proximity, ax_blind, ax_mass, ax_form = axes.flat
     table = []
@@ -564,18 +667,20 @@ def spt(args):
             ax_curve.plot(steps, acc, color=colour[c], lw=0.7, alpha=0.5)
             curves.append((steps, acc))
             prox = [np.mean(r["proximity"][0]) for r in rows]
-            ax_proximity.plot([r["step"] + offset for r in rows], prox, color=colour[c], lw=0.8, alpha=0.7)
+            ax_proximity.plot([r["step"] + offset for r in rows], prox, color=colour[c], lw=1, alpha=0.8,
+                              **marks(c, len(rows)))
         if curves and all(len(cv[0]) == len(curves[0][0]) for cv in curves):
             ax_curve.plot(curves[0][0], np.mean([cv[1] for cv in curves], axis=0), color=colour[c], lw=2.2,
-                          label=f"{c} ({len(members)} seeds)")
+                          label=f"{c} ({len(members)} seeds)", **marks(c, len(curves[0][0])))
         else:
-            ax_curve.plot([], [], color=colour[c], lw=2.2, label=f"{c} ({len(members)} runs)")
+            ax_curve.plot([], [], color=colour[c], lw=2.2, label=f"{c} ({len(members)} runs)", **marks(c, 1))
         finished = [m for m in members if m[3]]
         train = [m[2][-1]["train_accuracy"] for m in finished]
         test = [m[2][-1]["test_accuracy"] for m in finished]
         x = conditions.index(c)
-        ax_final.scatter([x - 0.12] * len(train), train, marker="o", facecolors="none", edgecolors=colour[c], s=30)
-        ax_final.scatter([x + 0.12] * len(test), test, marker="o", color=colour[c], s=30)
+        marker = marks(c, 1)["marker"]
+        ax_final.scatter([x - 0.12] * len(train), train, marker=marker, facecolors="none", edgecolors=colour[c], s=30)
+        ax_final.scatter([x + 0.12] * len(test), test, marker=marker, color=colour[c], s=30)
         if test:
             ax_final.errorbar([x + 0.12], [np.mean(test)], yerr=[np.std(test)], color="k", capsize=3, lw=1)
         table.append((c, len(finished), len(members), train, test))
@@ -587,13 +692,14 @@ def spt(args):
             for index, style in ((0, "--"), (-1, "-")):
                 mass = np.mean([np.mean(m[2][index]["mass_profile"][0], axis=0) for m in finished], axis=0)
                 form = np.mean([np.mean(m[2][index]["position_form"], axis=0) for m in finished], axis=0)
-                ax_mass.plot(offsets, mass, style, color=colour[c], lw=1.2,
-                             label=c if index == -1 else None)
-                ax_form.plot(offsets, form, style, color=colour[c], lw=1.2)
+                ax_mass.plot(offsets, mass, color=colour[c], lw=1.2, label=c if index == -1 else None,
+                             **{**marks(c, width), "ls": style})
+                ax_form.plot(offsets, form, color=colour[c], lw=1.2, **{**marks(c, width), "ls": style})
         for _, config, rows, finished_, offset in members:
             for key, style in (("d_label_d_proximity", "-"), ("d_reconstruction_d_proximity", ":")):
                 ys = [np.mean(np.abs(np.array(r[key]))) for r in rows]
-                ax_blind.plot([r["step"] + offset for r in rows], ys, style, color=colour[c], lw=0.8, alpha=0.7)
+                ax_blind.plot([r["step"] + offset for r in rows], ys, color=colour[c], lw=0.8, alpha=0.7,
+                              **{**marks(c, len(rows), 4), "ls": style, "ms": 3})
     ax_curve.set_title("test accuracy (label stage; x: all updates, pretraining included)", fontsize=10)
     ax_curve.set_xlabel("update")
     ax_curve.set_ylabel("accuracy")
