@@ -1,7 +1,8 @@
 // `emergent sweep`: a grid of runs from a sweep file (experiment/sweep_file.hpp) into a folder.
 //   emergent sweep FILE --out DIR [--jobs N] [--shard I/N] [--quiet]
-//   emergent sweep FILE --out DIR --backend cuda    runs that differ only in their seed train as
-//                                                  one device ensemble (thrust-omp: on the CPU)
+//   emergent sweep FILE --out DIR --backend cuda    the runs train as mixed device ensembles
+//                  [--max-members N]               (thrust-omp: on the CPU), as many per
+//                                                  ensemble as the device's memory allows
 //   emergent sweep FILE --out DIR --extend         add the runs of an extended FILE to DIR's sweep
 //   emergent sweep FILE --dry-run                  the runs, checked; nothing started
 //   emergent sweep status DIR                 done, running and left, with an ETA
@@ -49,6 +50,7 @@
 #include <emergent/train/run_lock.hpp>
 #include <emergent/train/self_pretraining_config.hpp>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -95,10 +97,17 @@ class SweepCommands {
     sweep_->add_flag("--quiet", quiet_, "no progress line");
     sweep_
         ->add_option("--backend", backend_,
-                     "cpu (one process per run), or cuda / thrust-omp: the runs that differ only "
-                     "in their seed as one device ensemble, one ensemble at a time")
+                     "cpu (one process per run), or cuda / thrust-omp: the runs in mixed device "
+                     "ensembles (runs that share the shape, batch and optimiser settings, "
+                     "whatever their task parameters, seeds, schedules and biases), one ensemble "
+                     "at a time")
         ->check(CLI::IsMember(kBackends))
         ->capture_default_str();
+    sweep_
+        ->add_option("--max-members", max_members_,
+                     "device backends: at most N runs per ensemble (default: as many as 80% of "
+                     "the device's memory holds, by train/memory_estimate.hpp)")
+        ->check(CLI::Range(1, 1 << 20));
     sweep_->add_flag("--extend", extend_,
                      "the file adds runs to the folder's sweep (it may not drop or change one)");
     sweep_->add_flag("--dry-run", dry_run_,
@@ -321,10 +330,13 @@ class SweepCommands {
     return text.substr(begin, end + 1 - begin);
   }
 
-  // --backend cuda|thrust-omp: the runs to do that differ only in their seed are one group, and
-  // each group trains as one ensemble (build/emergent_ensemble_<backend>,
-  // train/ensemble_trainer.cuh) into the runs' own folders, one group at a time (one device). Rows
-  // as for the CPU.
+  // --backend cuda|thrust-omp: the runs to do are packed into mixed ensembles
+  // (experiment/sweep_plan.hpp's ensemble_groups), each trained as one
+  // (build/emergent_ensemble_<backend>, train/ensemble_trainer.cuh) into the runs' own folders,
+  // one ensemble at a time (one device). An ensemble holds as many runs as 80% of the device's
+  // memory holds by the estimate (train/memory_estimate.hpp; the program's --memory says how
+  // much it has), or --max-members; a run too large for the device alone is refused by the
+  // program in one line, and the sweep goes on with the others. Rows as for the CPU.
   int run_ensembles(const std::filesystem::path& dir, const std::vector<const PlannedRun*>& todo,
                     const std::filesystem::path& rows_file) const {
     const std::filesystem::path program = ensemble_program(backend_);
@@ -332,29 +344,33 @@ class SweepCommands {
       require(!is_self_pretraining(r->config) && !is_language_model(r->config),
               "run " + r->id + " {" + r->label + "}",
               "self-pretraining and language-model runs train with --backend cpu only");
-    const std::vector<std::vector<const PlannedRun*>> groups = seed_groups(todo);
+    const double memory = device_memory(program, dir);
+    const auto max_members = [&](const TrainConfig& config) {
+      const double each = estimated_training_bytes(config, 1);
+      std::size_t n = memory > 0 ? std::size_t(0.8 * memory / each) : std::size_t(1) << 20;
+      if (max_members_ > 0) n = std::min<std::size_t>(n, max_members_);
+      return std::max<std::size_t>(n, 1);
+    };
+    const std::vector<std::vector<const PlannedRun*>> groups = ensemble_groups(todo, max_members);
     std::size_t finished = 0, failed = 0;
     for (const std::vector<const PlannedRun*>& group : groups) {
-      std::string seeds, run_dirs;
+      std::string configs, run_dirs;
       for (const PlannedRun* r : group) {
         const std::filesystem::path run_dir = dir / "runs" / r->id;
         std::filesystem::create_directories(run_dir);
-        if (!seeds.empty()) seeds += ',', run_dirs += ',';
-        seeds += std::to_string(r->config.at("seed").get<std::uint64_t>());
+        const std::filesystem::path config = run_dir / "ensemble-config.json";
+        write_text_atomically(config, r->config.dump(2) + "\n");
+        if (!configs.empty()) configs += ',', run_dirs += ',';
+        configs += config.string();
         run_dirs += run_dir.string();
       }
       const std::filesystem::path first = dir / "runs" / group.front()->id;
-      const std::string config = (first / "ensemble-config.json").string();
-      write_text_atomically(config, group.front()->config.dump(2) + "\n");
-      if (!quiet_)
-        std::fprintf(stderr, "sweep: an ensemble of %zu seeds {%s}\n", group.size(),
-                     group.front()->label.c_str());
+      const std::string what = "ensemble of " + std::to_string(group.size()) + " runs from {" +
+                               group.front()->label + "}";
+      if (!quiet_) std::fprintf(stderr, "sweep: an %s\n", what.c_str());
       try {
-        run_child(program.string(),
-                  {"--config", config, "--seeds", seeds, "--run-dirs", run_dirs, "--quiet"},
-                  (first / "ensemble.log").string(),
-                  "ensemble {" + group.front()->label + "} of " + std::to_string(group.size()) +
-                      " seeds");
+        run_child(program.string(), {"--configs", configs, "--run-dirs", run_dirs, "--quiet"},
+                  (first / "ensemble.log").string(), what);
         for (const PlannedRun* r : group)
           append_row(rows_file, result_row(*r, dir / "runs" / r->id));
         finished += group.size();
@@ -366,6 +382,16 @@ class SweepCommands {
     std::fprintf(stderr, "sweep: %zu runs done in %zu ensembles on %s, %zu failed\n", finished,
                  groups.size(), backend_.c_str(), failed);
     return failed > 0 ? 1 : 0;
+  }
+
+  // The bytes an ensemble may take on the backend's device (its program's --memory; 0: unknown).
+  static double device_memory(const std::filesystem::path& program,
+                              const std::filesystem::path& dir) {
+    const std::filesystem::path log = dir / "device-memory.txt";
+    run_child(program.string(), {"--memory"}, log.string(), program.string() + " --memory");
+    std::ifstream in(log);
+    double bytes = 0;
+    return in >> bytes ? bytes : 0.0;
   }
 
   int status() const {
@@ -416,6 +442,7 @@ class SweepCommands {
 
   CLI::App *sweep_ = nullptr, *status_ = nullptr, *collect_ = nullptr, *summarize_ = nullptr;
   std::string file_, out_, shard_, dir_, json_, backend_ = "cpu";
+  std::size_t max_members_ = 0;  // 0: as memory allows
   std::vector<std::string> by_;
   static constexpr int kMaxJobs = 4096;
   int jobs_ = 0;  // 0: cores / threads per run

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `emergent train --backend thrust-omp --seeds` end to end (ctest device_backend): the device
 # ensemble writes the CPU's run folders, so a run started on one backend resumes on the other and
-# ends where a run on the CPU alone ends; the causal MLP-Mixer's ensemble follows its CPU runs; a
-# sweep groups its seeds into ensembles; and bad
-# requests get one line and a non-zero exit.
+# ends where a run on the CPU alone ends (the members of an ensemble each from its own
+# checkpoint); the causal MLP-Mixer's ensemble follows its CPU runs; a mixed sweep packs its runs
+# into ensembles, survives two kills and gives the CPU sweep's rows; and bad requests get one
+# line and a non-zero exit.
 #   tests/device/backend_test.sh path/to/emergent
 set -euo pipefail
 cli=$1
@@ -44,6 +45,21 @@ for seed in (3, 4):
         assert changed == [30], (mixed, changed)
         assert other[3]["changed_on_resume"] == {"steps": {"from": 30, "to": 60}}, other[3]
 PY
+# Members at different checkpoints: seed 3 has 30 steps (on the CPU), seed 4 none; the ensemble
+# resumes each from its own and both end where the CPU alone ends.
+"$cli" train "${common[@]}" --steps 30 --seeds 3 --out "$dir/uneven" > /dev/null
+"$cli" train "${common[@]}" --steps 60 --seeds 3-4 --backend thrust-omp --out "$dir/uneven" > /dev/null
+python3 - "$dir" <<'PY'
+import json, sys
+root = sys.argv[1]
+for seed in (3, 4):
+    cpu, uneven = ([json.loads(line) for line in open(f"{root}/{run}/seed_{seed}/metrics.jsonl")]
+                   for run in ("cpu", "uneven"))
+    assert [r["step"] for r in uneven] == [r["step"] for r in cpu], (seed, uneven)
+    worst = max(abs(a["loss"] - b["loss"]) for a, b in zip(cpu, uneven))
+    print(f"uneven seed {seed}: worst |loss - cpu loss| {worst:.2e}")
+    assert worst < 1e-3, (seed, worst)
+PY
 # The causal MLP-Mixer on the device (its twin, cuda/mlp_mixer.cuh) follows its CPU runs.
 "$cli" train "${common[@]}" --mixer mlp_mixer --steps 30 --seeds 3-4 --out "$dir/mixer_cpu" > /dev/null
 "$cli" train "${common[@]}" --mixer mlp_mixer --steps 30 --seeds 3-4 --backend thrust-omp \
@@ -65,31 +81,57 @@ if "$cli" train "${common[@]}" --steps 90 --seeds 3-4 --backend thrust-omp --out
      2> "$dir/err.txt" > /dev/null; then exit 1; fi
 grep -q "lr: 0.001 (step_000060.safetensors), 0.01 (config.json), 0.001 (given)" "$dir/err.txt"
 
-# A sweep on the device backend: the runs that differ only in their seed train as one ensemble
-# into the runs' own folders; the rows have the CPU sweep's ids and (nearly) its numbers.
+# A mixed sweep on the device backend: 16 runs (two S, two sparsities, two bias strengths, two
+# seeds) packed into ensembles of at most 4 (--max-members; the runs of one S share the sequence
+# length, so an ensemble mixes s, bias and seed), killed twice part-way and resumed: every run
+# has its row once, and the rows have the CPU sweep's ids and (within 1e-4) its numbers.
 cat > "$dir/sweep.toml" <<'TOML'
 [base]
 task = "linear-map"
-S = 6
-steps = 30
-batch_tokens = 256
+steps = 60
+batch_tokens = 1024
 log_every = 10
+checkpoint_every = 20
 [[grid]]
 seeds = 2
+S = [5, 6]
 s = [1, 2]
+bias = [0, 2]
 TOML
-"$cli" sweep "$dir/sweep.toml" --out "$dir/sweep_device" --backend thrust-omp --quiet 2> "$dir/sweep.txt"
-grep -q "4 runs done in 2 ensembles" "$dir/sweep.txt"
+device_sweep=("$cli" sweep "$dir/sweep.toml" --out "$dir/sweep_device" --backend thrust-omp
+              --max-members 4 --quiet)
+rows_done() { cat "$dir"/sweep_device/rows/*.jsonl 2> /dev/null | wc -l || true; }
+checkpoints() { find "$dir/sweep_device" -name 'step_*.safetensors' 2> /dev/null | wc -l || true; }
+for kill in 1 2; do  # start, wait for a new checkpoint, kill -9 the sweep and its ensemble
+  before=$(checkpoints)
+  setsid "${device_sweep[@]}" 2> /dev/null &
+  sweep_pid=$!
+  for _ in $(seq 1 1500); do
+    [ "$(checkpoints)" -gt "$before" ] && break
+    sleep 0.02
+  done
+  kill -9 -- "-$sweep_pid"
+  wait "$sweep_pid" 2> /dev/null || true
+  echo "sweep killed ($kill): $(rows_done) of 16 rows"
+  [ "$(rows_done)" -lt 16 ] || { echo "the sweep finished before kill $kill"; exit 1; }
+done
+"${device_sweep[@]}" 2> "$dir/sweep.txt"
+grep -q "runs done in [0-9]* ensembles on thrust-omp, 0 failed" "$dir/sweep.txt"
 "$cli" sweep "$dir/sweep.toml" --out "$dir/sweep_cpu" --quiet 2> /dev/null
 python3 - "$dir" <<'PY'
-import glob, json, sys
+import collections, glob, json, sys
 def rows(name):
-    return {r["id"]: r for f in glob.glob(f"{sys.argv[1]}/{name}/rows/*.jsonl") for r in map(json.loads, open(f))}
+    return [r for f in glob.glob(f"{sys.argv[1]}/{name}/rows/*.jsonl") for r in map(json.loads, open(f))]
 device, cpu = rows("sweep_device"), rows("sweep_cpu")
-assert sorted(device) == sorted(cpu) and len(cpu) == 4, (sorted(device), sorted(cpu))
+counts = collections.Counter(r["id"] for r in device)
+assert len(counts) == 16 and set(counts.values()) == {1}, counts  # every run once
+device = {r["id"]: r for r in device}
+cpu = {r["id"]: r for r in cpu}
+assert sorted(device) == sorted(cpu), (sorted(device), sorted(cpu))
 worst = max(abs(device[i]["result"]["final_loss"] - cpu[i]["result"]["final_loss"]) for i in cpu)
-print(f"sweep: 4 runs in 2 ensembles, worst |final loss - cpu| {worst:.2e}")
-assert worst < 1e-3
+print(f"mixed sweep: 16 runs, killed twice, worst |final loss - cpu| {worst:.2e}")
+assert worst < 1e-4, worst
+assert all(device[i]["result"]["steps_done"] == 60 for i in device)
 PY
 
 # Bad requests: one line naming what to change, a non-zero exit, nothing trained.
@@ -99,13 +141,19 @@ expect_error() {  # expected text, then the command
   grep -q "$text" "$dir/err.txt" || { echo "wrong error for $*:"; cat "$dir/err.txt"; exit 1; }
 }
 expect_error "give --seeds" "$cli" train "${common[@]}" --steps 5 --backend thrust-omp --out "$dir/bad"
-expect_error "dot_attention" "$cli" train "${common[@]}" --steps 5 --mixer mamba --seeds 0-1 --backend thrust-omp --out "$dir/bad2"
+expect_error "is not compiled for the device backend" "$cli" train "${common[@]}" --steps 5 \
+  --mixer gated_deltanet --seeds 0-1 --backend thrust-omp --out "$dir/bad2"
+# Runs that cannot share an ensemble (here: S = 5 and 6, two sequence lengths) are refused by
+# the ensemble program in one line naming the field.
+configs=$(python3 - "$dir" <<'PY'
+import glob, json, sys
+by_S = {json.load(open(f))["S"]: f for f in sorted(glob.glob(f"{sys.argv[1]}/sweep_device/runs/*/config.json"))}
+print(f"{by_S[5]},{by_S[6]}")
+PY
+)
+expect_error "field 'sequence_length' is" "$(dirname "$cli")/emergent_ensemble_thrust_omp" \
+  --configs "$configs" --run-dirs "$dir/bad4,$dir/bad5"
 expect_error "not a seed list" "$cli" train "${common[@]}" --steps 5 --seeds 1-x --backend thrust-omp --out "$dir/bad3"
-# A seed folder ahead of the others is not silently restarted: the ensemble refuses.
-"$cli" train "${common[@]}" --steps 30 --seeds 7 --out "$dir/uneven" > /dev/null
-expect_error "where the other seeds of the ensemble resume" \
-  "$cli" train "${common[@]}" --steps 60 --seeds 7-8 --backend thrust-omp --out "$dir/uneven"
-test -f "$dir/uneven/seed_7/step_000030.safetensors"
 # The NaN stop: the device keeps each member's first non-finite step and reports it when the host
 # next reads (a logging or checkpoint step, or the end): the same message as the CPU's, a step
 # within 2 of the CPU's (the sums differ in order, and a diverging run reaches inf a step sooner or

@@ -33,6 +33,13 @@ inline DeviceVector<float> to_device(const std::vector<float>& host) {
 }
 
 // rows x cols of `values` starting at `offset` (row-major) as a double matrix
+// `values` once for each of `members` members ([E, ...]: loss weights, bias patterns).
+inline std::vector<float> for_each_member(const std::vector<float>& values, int members) {
+  std::vector<float> all;
+  for (int e = 0; e < members; ++e) all.insert(all.end(), values.begin(), values.end());
+  return all;
+}
+
 inline ref::Matrix matrix(std::span<const float> values, std::size_t offset, int rows, int cols) {
   ref::Matrix m(rows, cols);
   for (int r = 0; r < rows; ++r)

@@ -55,14 +55,14 @@ Trained<S> train_and_count(bool graph, int steps) {
   const emergent::LinearMap task(6, 2, 0);
   const int E = 2, B = 4, T = task.length();
   const std::vector<std::uint64_t> seeds = {5, 6};
-  Step step(E, B, T, {}, ranges<S>(), 0.0f, &task, seeds);
+  Step step(E, B, T, {}, ranges<S>(), {&task}, seeds);
   step.set_graph(graph);
   std::vector<float> init(Step::P * E);
   for (int e = 0; e < E; ++e)
     Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
   step.model.params = to_device(init);
-  step.model.loss_weights = to_device(task.full_loss_weights());
-  const DeviceVector<float> part = to_device(task.predictable_loss_weights());
+  step.model.loss_weights = to_device(for_each_member(task.full_loss_weights(), E));
+  const DeviceVector<float> part = to_device(for_each_member(task.predictable_loss_weights(), E));
   Trained<S> out;
   for (int s = 0; s < steps; ++s) {
     const cuda::DeviceCounts before = cuda::device_counts();
@@ -108,13 +108,13 @@ TEST_CASE("device step: a non-finite loss is recorded at its step and reported")
   using Step = cuda::EnsembleStep<emergent::DotAttention, shape>;
   const emergent::LinearMap task(6, 2, 0);
   const std::vector<std::uint64_t> seeds = {1, 2};
-  Step step(2, 4, task.length(), {}, ranges<shape>(), 0.0f, &task, seeds);
+  Step step(2, 4, task.length(), {}, ranges<shape>(), {&task}, seeds);
   std::vector<float> init(Step::P * 2);
   for (int e = 0; e < 2; ++e)
     Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
   step.model.params = to_device(init);
-  step.model.loss_weights = to_device(task.full_loss_weights());
-  const DeviceVector<float> part = to_device(task.predictable_loss_weights());
+  step.model.loss_weights = to_device(for_each_member(task.full_loss_weights(), 2));
+  const DeviceVector<float> part = to_device(for_each_member(task.predictable_loss_weights(), 2));
   step.run(0, 1e-3);
   step.run(1, 1e30);  // member parameters blow up: step 2's loss is not finite
   step.run(2, 1e-3);

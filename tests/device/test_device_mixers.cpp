@@ -108,7 +108,6 @@ TEST_CASE("device twin of MlpMixer: y, dx and every gradient against the referen
   check_twin<emergent::MlpMixer>(reference, 1, 20);
 }
 
-
 TEST_CASE("device twin of Mamba: y, dx and every gradient against the reference") {
   const emergent::reference::MambaReference reference;
   check_twin<emergent::Mamba>(reference, 2, 9);

@@ -38,12 +38,12 @@ using namespace device_checks;
 using device_model_shapes::kLinmap;
 using device_model_shapes::kShape;
 namespace cuda = emergent::cuda;
+using cuda::copy_to_host;
+using cuda::raw;
 using emergent::DotAttention;
 using emergent::Mamba;
 using emergent::MlpMixer;
 using emergent::Shape;
-using cuda::copy_to_host;
-using cuda::raw;
 
 template <template <Shape, class> class MixerT, Shape S>
 std::vector<float> initial_parameters(int members, std::uint64_t first_seed) {
@@ -76,20 +76,28 @@ void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_to
     inputs[n] = std::int32_t((n * 5 + n / 7) % 3);
     targets[n] = std::int32_t((n * 2 + 1) % 3);
   }
-  const std::vector<float> weights = {0, 1, 1, 0.5f, 1, 1, 2, 1, 1, 0, 1};
-  const std::vector<float> pattern = random_floats(T * T, 3, 1.0);
+  // Each member its own loss weights, bias pattern and strength (a mixed ensemble's members
+  // may train different tasks): member e's weights are a rotation of these, its strength
+  // bias * e (member 0 unbiased).
+  const std::vector<float> base_weights = {0, 1, 1, 0.5f, 1, 1, 2, 1, 1, 0, 1};
+  std::vector<float> weights;
+  for (int e = 0; e < E; ++e)
+    for (int t = 0; t < T; ++t) weights.push_back(base_weights[(t + 3 * e) % T]);
+  const std::vector<float> patterns = random_floats(E * T * T, 3, 1.0);
   const bool takes_bias = Cpu::Mixer::name == DotAttention<S, float>::name;
   for (float bias : {0.0f, 1.5f}) {
     if (bias != 0 && !takes_bias) continue;
     CAPTURE(bias);
+    std::vector<float> strengths;
+    for (int e = 0; e < E; ++e) strengths.push_back(bias * float(e));
     Ensemble ensemble(E, B, T);
     ensemble.params = to_device(params);
     cuda::copy_to_device<std::int32_t>(inputs, ensemble.inputs);
     cuda::copy_to_device<std::int32_t>(targets, ensemble.targets);
     ensemble.loss_weights = to_device(weights);
-    ensemble.bias_pattern = to_device(pattern);
+    ensemble.set_bias(patterns, strengths);
     ensemble.zero_gradients();
-    const std::vector<double> losses = ensemble.forward(bias);
+    const std::vector<double> losses = ensemble.forward();
     ensemble.backward();
     const auto grads = copy_to_host(ensemble.grads);
     for (int e = 0; e < E; ++e) {
@@ -98,12 +106,14 @@ void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_to
                         tokens_at = std::size_t(e) * B * T;
       typename Cpu::Workspace ws;
       const std::span<const float> p(params.data() + at, Cpu::parameter_count);
-      const double loss = Cpu::forward(
-          p,
-          {B, T, std::span<const std::int32_t>(inputs).subspan(tokens_at, B * T),
-           std::span<const std::int32_t>(targets).subspan(tokens_at, B * T), weights,
-           bias != 0 ? std::span<const float>(pattern) : std::span<const float>(), bias},
-          ws);
+      const std::span<const float> pattern = std::span(patterns).subspan(e * T * T, T * T);
+      const double loss =
+          Cpu::forward(p,
+                       {B, T, std::span<const std::int32_t>(inputs).subspan(tokens_at, B * T),
+                        std::span<const std::int32_t>(targets).subspan(tokens_at, B * T),
+                        std::span(weights).subspan(e * T, T),
+                        strengths[e] != 0 ? pattern : std::span<const float>(), strengths[e]},
+                       ws);
       std::vector<float> g(Cpu::parameter_count, 0.0f);
       Cpu::backward(p, g, ws);
       CHECK(losses[e] == doctest::Approx(loss).epsilon(loss_tolerance));
@@ -119,7 +129,8 @@ void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_to
         double norm = 0, difference = 0;
         for (std::size_t i = 0; i < t.size; ++i) {
           norm += expected[i] * expected[i];
-          difference += (grads[at + t.offset + i] - expected[i]) * (grads[at + t.offset + i] - expected[i]);
+          difference +=
+              (grads[at + t.offset + i] - expected[i]) * (grads[at + t.offset + i] - expected[i]);
         }
         CHECK(std::sqrt(difference) <
               gradient_tolerance * std::max(std::sqrt(norm), 1e-2 * std::sqrt(whole)));
@@ -176,7 +187,8 @@ void check_adamw_against_cpu() {
   std::vector<float> params = initial_parameters<DotAttention, S>(E, 3);
   cuda::EnsembleAdamW device(config, decay_ranges<DotAttention, S>(), n, E);
   DeviceVector<float> p = to_device(params);
-  std::vector<emergent::AdamW<float>> cpu(E, emergent::AdamW<float>(config, decay_ranges<DotAttention, S>(), n));
+  std::vector<emergent::AdamW<float>> cpu(
+      E, emergent::AdamW<float>(config, decay_ranges<DotAttention, S>(), n));
   for (int step = 0; step < 3; ++step) {
     std::vector<float> grads = random_floats(E * n, 50 + step, 0.01);
     for (std::size_t i = n; i < 2 * n; ++i) grads[i] *= 100;  // member 1 is clipped
@@ -215,7 +227,7 @@ Curves train_on_device(const emergent::LinearMap& task, int members, int batch, 
     Net::Cpu::init(std::span<float>(init).subspan(e * P, P), seeds[e]);
   }
   model.params = to_device(init);
-  model.loss_weights = to_device(task.full_loss_weights());
+  model.loss_weights = to_device(for_each_member(task.full_loss_weights(), members));
   cuda::EnsembleAdamW optimizer({}, decay_ranges<MixerT, S>(), P, members);
   const cuda::DeviceLinearMap data(task);
   DeviceVector<std::uint64_t> seeds_device;
@@ -224,7 +236,7 @@ Curves train_on_device(const emergent::LinearMap& task, int members, int batch, 
   for (int step = 0; step < steps; ++step) {
     data.sample(raw(seeds_device), members, step, batch, raw(model.inputs), raw(model.targets));
     model.zero_gradients();
-    const std::vector<double> losses = model.forward(0.0f);
+    const std::vector<double> losses = model.forward();
     model.backward();
     optimizer.step(raw(model.params), raw(model.grads), 3e-3);
     for (int e = 0; e < members; ++e) c.loss[e].push_back(losses[e]);

@@ -123,7 +123,9 @@ TEST_CASE("device gelu: forward and backward against the reference") {
 TEST_CASE("device cross-entropy: member losses and logit gradients against the reference") {
   const int B = 3, T = 5, V = 6, rows = kMembers * B * T;
   const std::vector<float> logits = random_floats(rows * V, 12, 3.0);
-  const std::vector<float> weights = {1, 0, 0.5f, 2, 1};
+  // each member its own position weights [E, T]
+  std::vector<float> weights = {1, 0, 0.5f, 2, 1};
+  while (weights.size() < std::size_t(kMembers) * T) weights.push_back(float(weights.size() % 3));
   std::vector<std::int32_t> targets(rows);
   for (int n = 0; n < rows; ++n) targets[n] = (n * 7 + 3) % V;
   DeviceVector<float> l = to_device(logits), probs(rows * V), ce(rows), correct(rows),
@@ -131,15 +133,16 @@ TEST_CASE("device cross-entropy: member losses and logit gradients against the r
   DeviceVector<std::int32_t> t;
   cuda::copy_to_device<std::int32_t>(targets, t);
   DeviceVector<double> losses(kMembers);
+  DeviceVector<float> scales(kMembers);
   cuda::cross_entropy_forward(raw(probs), raw(ce), raw(correct), raw(l), raw(t), rows, V);
   cuda::weighted_member_means(raw(losses), raw(ce), raw(w), kMembers, B, T);
-  const float scale = 1.0f / (B * 4.5f);
-  cuda::cross_entropy_backward(raw(dl), raw(probs), raw(t), raw(w), rows, T, V, scale);
+  cuda::loss_scale(raw(scales), raw(w), kMembers, B, T);
+  cuda::cross_entropy_backward(raw(dl), raw(probs), raw(t), raw(w), rows, B, T, V, raw(scales));
   const auto loss_host = copy_to_host(losses);
   const auto dl_host = copy_to_host(dl);
-  const std::vector<double> w_double(weights.begin(), weights.end());
   for (int e = 0; e < kMembers; ++e) {
     CAPTURE(e);
+    const std::vector<double> w_double(weights.begin() + e * T, weights.begin() + (e + 1) * T);
     const ref::Matrix L = matrix(logits, e * B * T * V, B * T, V);
     const std::vector<int> te(targets.begin() + e * B * T, targets.begin() + (e + 1) * B * T);
     CHECK(loss_host[e] ==
@@ -185,9 +188,13 @@ void check_attention(float bias_strength) {
   const std::vector<float> params = random_floats(kMembers * stride, 16, 0.6),
                            x = random_floats(N * D, 17), dy = random_floats(N * D, 18),
                            g0 = random_floats(params.size(), 19),
-                           pattern = random_floats(T * T, 20);
+                           pattern = random_floats(kMembers * T * T, 20);
+  // each member its own pattern and strength (member e's: bias_strength (1 + e))
+  std::vector<float> strengths;
+  for (int e = 0; e < kMembers; ++e) strengths.push_back(bias_strength * float(1 + e));
   DeviceVector<float> p = to_device(params), xd = to_device(x), y(N * D), d_y = to_device(dy),
-                      dx(N * D), g = to_device(g0), bias = to_device(pattern);
+                      dx(N * D), g = to_device(g0), bias = to_device(pattern),
+                      strength = to_device(strengths);
   DeviceVector<float> qkv(N * 3 * D), q(N * D), k(N * D), v(N * D), att(kMembers * B * H * T * T),
       heads(N * D), block(N * D), d_att(att.size()), dq(N * D), dk(N * D), dv(N * D),
       d_heads(N * D), d_qkv(N * 3 * D);
@@ -196,13 +203,14 @@ void check_attention(float bias_strength) {
                                        raw(dv),    raw(d_heads), raw(d_qkv)};
   const cuda::AttentionGeometry geometry{
       kMembers, B, T, D, H, stride, cuda::dot_attention_offsets<kAttentionShape>()};
-  cuda::dot_attention_forward(raw(p), raw(xd), raw(y), acts, scratch, raw(bias), bias_strength,
-                              geometry);
+  const cuda::AttentionBias biased{raw(bias), raw(strength)};
+  cuda::dot_attention_forward(raw(p), raw(xd), raw(y), acts, scratch,
+                              bias_strength != 0 ? biased : cuda::AttentionBias{}, geometry);
   cuda::dot_attention_backward(raw(p), raw(g), raw(xd), raw(d_y), raw(dx), acts, scratch, geometry);
   const auto y_host = copy_to_host(y), dx_host = copy_to_host(dx), g_host = copy_to_host(g),
              att_host = copy_to_host(att);
-  const ref::Matrix P = matrix(pattern, 0, T, T);
   for (int e = 0; e < kMembers; ++e) {
+    const ref::Matrix P = matrix(pattern, std::size_t(e) * T * T, T, T);
     const std::size_t base = e * stride;
     const ref::Matrix Wqkv = matrix(params, base + Mixer::qkv_weight, 3 * D, D),
                       Wout = matrix(params, base + Mixer::out_weight, D, D);
@@ -218,7 +226,7 @@ void check_attention(float bias_strength) {
       const std::size_t rows_at = std::size_t(e * B + b) * T * D;
       const ref::Matrix X = matrix(x, rows_at, T, D);
       const ref::Matrix QKV = ref::linear_forward(X, Wqkv, bqkv);
-      const ref::DotAttentionOutput o = ref::dot_attention_forward(QKV, H, P, bias_strength);
+      const ref::DotAttentionOutput o = ref::dot_attention_forward(QKV, H, P, strengths[e]);
       CHECK(relative_error(y_host, rows_at, ref::linear_forward(o.out, Wout, bout)) < kTolerance);
       for (int h = 0; h < H; ++h)
         CHECK(relative_error(att_host, (std::size_t(e * B + b) * H + h) * T * T,

@@ -79,13 +79,16 @@ TEST_CASE("CUDA kernels against their Thrust twins: LayerNorm forward and backwa
 TEST_CASE("CUDA kernels against their Thrust twins: causal softmax and its backward") {
   for (int T : {31, 255}) {
     CAPTURE(T);
-    const std::int64_t problems = 24;
+    const std::int64_t problems = 24, members = 3;  // each member its own pattern and strength
     const std::vector<float> scores = random_floats(problems * T * T, 21, 4.0),
-                             pattern = random_floats(std::size_t(T) * T, 22, 1.0),
+                             patterns = random_floats(members * T * T, 22, 1.0),
                              d_att = random_floats(scores.size(), 23);
-    DeviceVector<float> att(scores.size()), bias = to_device(pattern), ds(scores.size());
+    DeviceVector<float> att(scores.size()),
+        bias = to_device(patterns), strengths = to_device({1.5f, 0.0f, -2.0f}), ds(scores.size());
     auto reset = [&] { att = to_device(scores); };
-    auto softmax = [&] { cuda::causal_softmax(raw(att), raw(bias), 1.5f, problems, T); };
+    auto softmax = [&] {
+      cuda::causal_softmax(raw(att), {raw(bias), raw(strengths)}, problems, problems / members, T);
+    };
     CHECK(twin_difference(reset, softmax, [&] { return copy_to_host(att); }) < kTwinTolerance);
     reset();
     softmax();

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/profile.cuh>
 #include <emergent/cuda/reduce.cuh>
@@ -17,8 +18,8 @@
 
 namespace emergent::cuda {
 
-// A step's AdamW scalars, written by the host (prepare), read by the update on the device.
-// (At namespace scope: nvcc's device lambdas may not capture a class's private types.)
+// A member's AdamW scalars of a step, written by the host (prepare), read by the update on the
+// device. (At namespace scope: nvcc's device lambdas may not capture a class's private types.)
 struct AdamWScalars {
   float step_size, inv_sqrt_bias2, decayed;
 };
@@ -36,7 +37,8 @@ class EnsembleAdamW {
         norms_(members),
         columns_(std::size_t(members) * kNormColumns),
         clip_(members),
-        scalars_(1) {
+        scalars_(members),
+        steps_(members, 0) {
     std::vector<std::uint8_t> kind(parameter_count, kPadding);
     for (const DecayRange& r : ranges)
       for (std::size_t i = r.offset; i < r.offset + r.size; ++i)
@@ -44,19 +46,25 @@ class EnsembleAdamW {
     copy_to_device<std::uint8_t>(kind, kind_);
   }
 
-  // The host's part of a step: counts it and writes the step's scalars (the learning rate with
-  // the bias corrections, computed on the host in double as AdamW<float> does) to the device,
-  // where update() reads them; one small launch, no waiting.
-  void prepare(double lr) {
-    ++steps_;
-    const double bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
-    const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
-    const Scalars values{float(lr / bias1), float(1.0 / std::sqrt(bias2)),
-                         float(1.0 - lr * config_.weight_decay)};
-    Scalars* scalars = raw(scalars_);
+  // The host's part of a step: counts it for each member and writes each member's scalars (its
+  // learning rate lr[e] with the bias corrections of its own step count, computed on the host in
+  // double as AdamW<float> does) to the device, where update() reads them; small launches, no
+  // waiting. A member given lr 0 is left as it is (a member that has finished, in a mixed
+  // ensemble whose members run different numbers of steps).
+  void prepare(std::span<const double> lr) {
+    require(lr.size() == std::size_t(members_), "EnsembleAdamW", "one learning rate per member");
+    std::vector<Scalars> values(members_);
+    for (int e = 0; e < members_; ++e) {
+      const double count = double(++steps_[e]);
+      const double bias1 = 1.0 - std::pow(config_.beta1, count);
+      const double bias2 = 1.0 - std::pow(config_.beta2, count);
+      values[e] = {float(lr[e] / bias1), float(1.0 / std::sqrt(bias2)),
+                   float(1.0 - lr[e] * config_.weight_decay)};
+    }
     OpScope scope("adamw.prepare");
-    for_each_index(1, [=] EMERGENT_HD(std::int64_t) { scalars[0] = values; });
+    write_by_launches<Scalars>(values, raw(scalars_));
   }
+  void prepare(double lr) { prepare(std::vector<double>(members_, lr)); }
 
   // The device's part: each member's gradient norm (in double, in reduce.cuh's order) and
   // clipping factor, then one elementwise update of every member, reading prepare()'s scalars.
@@ -91,7 +99,7 @@ class EnsembleAdamW {
     const Scalars* scalars = raw(scalars_);
     for_each_index(members_ * n, [=] EMERGENT_HD(std::int64_t i) {
       if (kind[i % n] == kPadding) return;
-      const Scalars s = scalars[0];
+      const Scalars s = scalars[i / n];
       const float g = grads[i] * scales[i / n];
       m[i] = b1 * m[i] + (1.0f - b1) * g;
       v[i] = b2 * v[i] + (1.0f - b2) * g * g;
@@ -111,8 +119,9 @@ class EnsembleAdamW {
   // Each member's gradient norm before clipping, of the last update (on the device).
   const double* norms() const { return raw(norms_); }
 
-  std::int64_t steps() const { return steps_; }
-  void set_steps(std::int64_t steps) { steps_ = steps; }
+  // Member e's update count (AdamW's t, in its bias corrections).
+  std::int64_t steps(int e) const { return steps_.at(e); }
+  void set_steps(int e, std::int64_t steps) { steps_.at(e) = steps; }
   DeviceVector<float>& first_moment() { return m_; }
   DeviceVector<float>& second_moment() { return v_; }
 
@@ -128,8 +137,8 @@ class EnsembleAdamW {
   DeviceVector<std::uint8_t> kind_;  // [P] kPadding, kUpdated or kDecayed
   DeviceVector<double> norms_, columns_;
   DeviceVector<float> clip_;
-  DeviceVector<Scalars> scalars_;
-  std::int64_t steps_ = 0;
+  DeviceVector<Scalars> scalars_;  // [E]
+  std::vector<std::int64_t> steps_;
 };
 
 }  // namespace emergent::cuda

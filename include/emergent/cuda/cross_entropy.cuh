@@ -1,5 +1,6 @@
 // nn/cross_entropy.hpp on the device: softmax cross-entropy per row with a per-position weight,
-//   loss_e = sum_{b,t} w[t] CE(e,b,t) / (B sum_t w[t]),  CE = logsumexp(logits) - logits[target].
+//   loss_e = sum_{b,t} w_e[t] CE(e,b,t) / (B sum_t w_e[t]),  CE = logsumexp(logits) -
+//   logits[target].
 #pragma once
 
 #include <cmath>
@@ -30,51 +31,44 @@ inline void cross_entropy_forward(float* probs, float* ce, float* correct, const
   });
 }
 
-// dlogits = (probs - onehot(target)) w[n % length] scale
+// Each member has its own position weights: w [E, T], member e's row w_e (a mixed ensemble's
+// members may train different tasks of one length).
+
+// dlogits = (probs - onehot(target)) w_e[t] scale[e] for row n = (e, b, t), the scales read on
+// the device (from loss_scale below), so that a step asks nothing of the host.
 inline void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
-                                   const float* weights, std::int64_t rows, int length, int vocab,
-                                   float scale) {
+                                   const float* weights, std::int64_t rows, int batch, int length,
+                                   int vocab, const float* scale) {
+  const std::int64_t member_rows = std::int64_t(batch) * length;
   for_each_index(rows * vocab, [=] EMERGENT_HD(std::int64_t i) {
-    const std::int64_t n = i / vocab;
-    const float w = weights[n % length] * scale;
+    const std::int64_t n = i / vocab, e = n / member_rows;
+    const float w = weights[e * length + n % length] * scale[e];
     dlogits[i] = probs[i] * w - (int(i % vocab) == targets[n] ? w : 0.0f);
   });
 }
 
-// dlogits = (probs - onehot(target)) w[n % length] scale[0], the scale read on the device (from
-// loss_scale below), so that a step asks nothing of the host.
-inline void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
-                                   const float* weights, std::int64_t rows, int length, int vocab,
-                                   const float* scale) {
-  for_each_index(rows * vocab, [=] EMERGENT_HD(std::int64_t i) {
-    const std::int64_t n = i / vocab;
-    const float w = weights[n % length] * scale[0];
-    dlogits[i] = probs[i] * w - (int(i % vocab) == targets[n] ? w : 0.0f);
-  });
-}
-
-// scale[0] = 1 / (batch sum_t w[t]) (0 when the weights sum to 0), the sum in double in order:
-// the factor the mean loss puts on each token's weight.
-inline void loss_scale(float* scale, const float* weights, int batch, int length) {
-  for_each_index(1, [=] EMERGENT_HD(std::int64_t) {
+// scale[e] = 1 / (batch sum_t w_e[t]) (0 when the weights sum to 0), the sum in double in
+// order: the factor member e's mean loss puts on each token's weight.
+inline void loss_scale(float* scale, const float* weights, int members, int batch, int length) {
+  for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
     double weight_sum = 0;
-    for (int t = 0; t < length; ++t) weight_sum += weights[t];
-    scale[0] = weight_sum > 0 ? float(1.0 / (batch * weight_sum)) : 0.0f;
+    for (int t = 0; t < length; ++t) weight_sum += weights[e * length + t];
+    scale[e] = weight_sum > 0 ? float(1.0 / (batch * weight_sum)) : 0.0f;
   });
 }
 
-// out[e * out_stride] = sum_{b,t} w[t] values[e,b,t] / (B sum_t w[t]), in double (the rows in
-// reduce.cuh's order).
+// out[e * out_stride] = sum_{b,t} w_e[t] values[e,b,t] / (B sum_t w_e[t]), in double (the rows
+// in reduce.cuh's order).
 inline void weighted_member_means(double* out, std::int64_t out_stride, const float* values,
                                   const float* weights, int members, int batch, int length) {
   const std::int64_t rows = std::int64_t(batch) * length;
   column_sums<double>(out, out_stride, members, rows, 1, false,
                       [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int) {
-                        return double(weights[r % length]) * values[e * rows + r];
+                        return double(weights[e * length + r % length]) * values[e * rows + r];
                       });
   for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
     double weight_sum = 0;
-    for (int t = 0; t < length; ++t) weight_sum += weights[t];
+    for (int t = 0; t < length; ++t) weight_sum += weights[e * length + t];
     weight_sum *= batch;
     out[e * out_stride] = weight_sum > 0 ? out[e * out_stride] / weight_sum : 0.0;
   });

@@ -175,6 +175,26 @@ void copy_to_device(std::span<const T> host, DeviceVector<T>& device) {
   thrust::copy(host.begin(), host.end(), device.begin());
 #endif
 }
+// Writes a few host values (a step's scalars, one per member) to device memory as the arguments
+// of launches, kPerLaunch values each: ordered with the launches like an upload, but no host
+// memory is read later, so the host need not wait, and a captured graph that reads the memory
+// sees each step's values.
+template <class T, std::size_t N>
+struct LaunchValues {
+  T values[N];
+};
+template <class T>
+void write_by_launches(std::span<const T> values, T* device) {
+  constexpr std::size_t kPerLaunch = 64;
+  for (std::size_t at = 0; at < values.size(); at += kPerLaunch) {
+    LaunchValues<T, kPerLaunch> chunk{};
+    const std::size_t n = std::min(values.size() - at, kPerLaunch);
+    std::copy_n(values.data() + at, n, chunk.values);
+    T* out = device + at;
+    for_each_index(std::int64_t(n), [=] EMERGENT_HD(std::int64_t i) { out[i] = chunk.values[i]; });
+  }
+}
+
 // Values [offset, offset + count) of a device buffer (the host waits for them).
 template <class T>
 std::vector<T> copy_to_host(const DeviceVector<T>& device, std::size_t offset, std::size_t count) {

@@ -96,16 +96,19 @@ inline void merge_heads(float* dst, const float* src, int width, int column,
 // The CUDA kernels of the two softmax passes: one warp per row of scores, the lanes striding over
 // the keys (coalesced), max and sums by warp_max / warp_sum. Twins: the functors below.
 template <class = void>
-__global__ void causal_softmax_rows(float* att, const float* bias_pattern, float bias_strength,
+__global__ void causal_softmax_rows(float* att, AttentionBias bias, std::int64_t member_rows,
                                     std::int64_t all_rows, int T) {
   const std::int64_t r = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (r >= all_rows) return;
   const int i = int(r % T);
   float* row = att + r * T;
+  const std::int64_t e = r / member_rows;
+  const float* pattern = bias.patterns ? bias.patterns + (e * T + i) * T : nullptr;
+  const float c = bias.patterns ? bias.strengths[e] : 0.0f;
   float max = -INFINITY;
   for (int j = lane; j <= i; j += 32) {
-    if (bias_pattern) row[j] += bias_strength * bias_pattern[std::int64_t(i) * T + j];
+    if (pattern) row[j] += c * pattern[j];
     max = row[j] > max ? row[j] : max;
   }
   max = warp_max(max);
@@ -136,21 +139,26 @@ __global__ void softmax_backward_rows(float* d_att, const float* att, float scal
 }
 #endif
 
-// Scores in att are scaled already; adds c P, softmax over keys j <= i, zeros above.
-inline void causal_softmax(float* att, const float* bias_pattern, float bias_strength,
-                           std::int64_t problems, int length) {
+// Scores in att are scaled already; adds member e's c_e P_e (problems_per_member problems of
+// each member, in order), softmax over keys j <= i, zeros above.
+inline void causal_softmax(float* att, AttentionBias bias, std::int64_t problems,
+                           std::int64_t problems_per_member, int length) {
   const int T = length;
+  const std::int64_t member_rows = problems_per_member * T;
 #if EMERGENT_DEVICE_IS_CUDA
   if (run_cuda_kernel())
-    return launch_warp_per_row(causal_softmax_rows<>, problems * T, att, bias_pattern,
-                               bias_strength, problems * T, T);
+    return launch_warp_per_row(causal_softmax_rows<>, problems * T, att, bias, member_rows,
+                               problems * T, T);
 #endif
   for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {  // the twin
     const int i = int(r % T);
     float* row = att + r * T;
+    const std::int64_t e = r / member_rows;
+    const float* pattern = bias.patterns ? bias.patterns + (e * T + i) * T : nullptr;
+    const float c = bias.patterns ? bias.strengths[e] : 0.0f;
     float max = -INFINITY;
     for (int j = 0; j <= i; ++j) {
-      if (bias_pattern) row[j] += bias_strength * bias_pattern[std::int64_t(i) * T + j];
+      if (pattern) row[j] += c * pattern[j];
       max = row[j] > max ? row[j] : max;
     }
     float sum = 0;
@@ -189,8 +197,8 @@ inline void softmax_backward(float* d_att, const float* att, float scale, std::i
 // fused into the output layer's bias pass.
 inline void dot_attention_forward(const float* p, const float* x, float* y,
                                   const AttentionActivations& a, const AttentionScratch& s,
-                                  const float* bias_pattern, float bias_strength,
-                                  const AttentionGeometry& at, const float* residual = nullptr) {
+                                  AttentionBias bias, const AttentionGeometry& at,
+                                  const float* residual = nullptr) {
   const DotAttentionOffsets& offsets = at.offsets;
   const int D = at.d_model, T = at.length, dh = at.d_head();
   const std::int64_t G = at.problems(), P = at.param_stride;
@@ -219,7 +227,7 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
   }
   {
     OpScope scope("attention.softmax");
-    causal_softmax(a.att, bias_strength != 0 ? bias_pattern : nullptr, bias_strength, G, T);
+    causal_softmax(a.att, bias, G, G / at.members, T);
   }
   {
     OpScope scope("attention.av");
@@ -312,21 +320,19 @@ struct DotAttention {
 
   struct Activations {
     explicit Activations(const MixerGeometry& at) {
-      const std::size_t N = at.tokens(), square = std::size_t(at.members) * at.batch * H *
-                                                  at.length * at.length;
+      const std::size_t N = at.tokens(),
+                        square = std::size_t(at.members) * at.batch * H * at.length * at.length;
       qkv.resize(N * 3 * D);
       for (auto* v : {&q, &k, &v, &heads}) v->resize(N * D);
       att.resize(square);
     }
     DeviceVector<float> qkv, q, k, v, att, heads;
-    AttentionActivations view() {
-      return {raw(qkv), raw(q), raw(k), raw(v), raw(att), raw(heads)};
-    }
+    AttentionActivations view() { return {raw(qkv), raw(q), raw(k), raw(v), raw(att), raw(heads)}; }
   };
   struct Scratch {
     explicit Scratch(const MixerGeometry& at) {
-      const std::size_t N = at.tokens(), square = std::size_t(at.members) * at.batch * H *
-                                                  at.length * at.length;
+      const std::size_t N = at.tokens(),
+                        square = std::size_t(at.members) * at.batch * H * at.length * at.length;
       for (auto* v : {&head_block, &d_q, &d_k, &d_v, &d_heads}) v->resize(N * D);
       d_att.resize(square);
       d_qkv.resize(N * 3 * D);
@@ -343,8 +349,7 @@ struct DotAttention {
   static void forward(const float* p, const float* x, float* y, const float* residual,
                       Activations& acts, Scratch& scratch, const MixerGeometry& at,
                       AttentionBias bias) {
-    dot_attention_forward(p, x, y, acts.view(), scratch.view(), bias.pattern, bias.strength,
-                          geometry(at), residual);
+    dot_attention_forward(p, x, y, acts.view(), scratch.view(), bias, geometry(at), residual);
   }
   static void backward(const float* p, float* g, const float* x, const float* dy, float* dx,
                        Activations& acts, Scratch& scratch, const MixerGeometry& at) {

@@ -1,7 +1,8 @@
 // tasks/linear_map.hpp's sampler on the device: sample b of step t for member e, from the same
 // Philox words as LinearMap::sample (key = that member's data seed, stream = t, word
 // (b << 32) + k / 32 holds bit k % 32 of x0), so a step's batch is the same on every backend.
-// A (the task's matrix) is shared: the members of an ensemble are seeds of one task.
+// Each member has its own matrix A (a mixed ensemble's members may differ in sparsity or matrix
+// seed) and its own step (members resumed from different checkpoints); S is common.
 #pragma once
 
 #include <array>
@@ -16,9 +17,19 @@ namespace emergent::cuda {
 
 class DeviceLinearMap {
  public:
-  explicit DeviceLinearMap(const LinearMap& task) : state_size_(task.state_size()) {
-    copy_to_device<std::uint8_t>(task.matrix(), matrix_);
+  // tasks[e]: member e's (one task for all members: every member samples it).
+  explicit DeviceLinearMap(const std::vector<const LinearMap*>& tasks)
+      : state_size_(tasks.at(0)->state_size()) {
+    std::vector<std::uint8_t> matrices;
+    for (const LinearMap* task : tasks) {
+      require(task->state_size() == state_size_, "DeviceLinearMap",
+              "the members' state sizes differ; an ensemble has one sequence length");
+      matrices.insert(matrices.end(), task->matrix().begin(), task->matrix().end());
+    }
+    matrices_per_member_ = tasks.size() > 1;
+    copy_to_device<std::uint8_t>(matrices, matrices_);
   }
+  explicit DeviceLinearMap(const LinearMap& task) : DeviceLinearMap(std::vector{&task}) {}
 
   int length() const { return 2 * state_size_ - 1; }
 
@@ -27,31 +38,34 @@ class DeviceLinearMap {
               std::int32_t* inputs, std::int32_t* targets) const {
     sample_at(seeds, members, StepValue{step}, batch, inputs, targets);
   }
-  // The same, the step read on the device from *step (so that a captured step samples the step
-  // the host wrote there before replaying it).
-  void sample(const std::uint64_t* seeds, int members, const std::uint64_t* step, int batch,
+  // The same, member e's step read on the device from steps[e] (so that a captured step samples
+  // the steps the host wrote there before replaying it).
+  void sample(const std::uint64_t* seeds, int members, const std::uint64_t* steps, int batch,
               std::int32_t* inputs, std::int32_t* targets) const {
-    sample_at(seeds, members, StepPointer{step}, batch, inputs, targets);
+    sample_at(seeds, members, StepPointer{steps}, batch, inputs, targets);
   }
 
   // (Public: nvcc's device lambdas may not be in private member functions.)
   struct StepValue {
     std::uint64_t value;
-    EMERGENT_HD std::uint64_t operator()() const { return value; }
+    EMERGENT_HD std::uint64_t operator()(std::int64_t) const { return value; }
   };
   struct StepPointer {
     const std::uint64_t* at;
-    EMERGENT_HD std::uint64_t operator()() const { return *at; }
+    EMERGENT_HD std::uint64_t operator()(std::int64_t member) const { return at[member]; }
   };
 
   template <class Step>
   void sample_at(const std::uint64_t* seeds, int members, Step step_of, int batch,
                  std::int32_t* inputs, std::int32_t* targets) const {
     const int S = state_size_, T = length();
-    const std::uint8_t* A = raw(matrix_);
+    const std::uint8_t* matrices = raw(matrices_);
+    const bool per_member = matrices_per_member_;
     for_each_index(std::int64_t(members) * batch, [=] EMERGENT_HD(std::int64_t i) {
-      const std::uint64_t step = step_of();
-      const std::uint64_t seed = seeds[i / batch], b = std::uint64_t(i % batch);
+      const std::int64_t e = i / batch;
+      const std::uint64_t step = step_of(e);
+      const std::uint64_t seed = seeds[e], b = std::uint64_t(i % batch);
+      const std::uint8_t* A = matrices + (per_member ? e * S * S : 0);
       const std::array<std::uint32_t, 2> key{std::uint32_t(seed), std::uint32_t(seed >> 32)};
       std::int32_t* in = inputs + i * T;
       std::int32_t* out = targets + i * T;
@@ -88,7 +102,8 @@ class DeviceLinearMap {
 
  private:
   int state_size_;
-  DeviceVector<std::uint8_t> matrix_;
+  bool matrices_per_member_ = false;
+  DeviceVector<std::uint8_t> matrices_;  // [E, S, S], or one [S, S] for all
 };
 
 }  // namespace emergent::cuda

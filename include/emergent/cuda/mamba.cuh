@@ -69,12 +69,10 @@ struct MambaMixer {
                       Activations& a, Scratch& /*scratch*/, const MixerGeometry& at,
                       AttentionBias /*bias: config.hpp refuses one for this mixer*/) {
     const int T = at.length, B = at.batch;
-    const std::int64_t stride = at.param_stride, rows = std::int64_t(B) * T,
-                       tokens = at.tokens();
+    const std::int64_t stride = at.param_stride, rows = std::int64_t(B) * T, tokens = at.tokens();
     {
       OpScope scope("mamba.in_proj.forward");
-      linear_forward(raw(a.xz), x, p + Cpu::in_weight, nullptr, stride, at.members, rows, D,
-                     2 * E);
+      linear_forward(raw(a.xz), x, p + Cpu::in_weight, nullptr, stride, at.members, rows, D, 2 * E);
     }
     {
       OpScope scope("mamba.conv_silu");
@@ -86,8 +84,7 @@ struct MambaMixer {
         float c = b[m * stride + e];
         for (int j = 0; j < K; ++j) {
           const int source = t - K + 1 + j;
-          if (source >= 0)
-            c += w[m * stride + e * K + j] * xz[(token - K + 1 + j) * 2 * E + e];
+          if (source >= 0) c += w[m * stride + e * K + j] * xz[(token - K + 1 + j) * 2 * E + e];
         }
         conv[i] = c;
         u[i] = c / (1.0f + expf(-c));
@@ -95,14 +92,14 @@ struct MambaMixer {
     }
     {
       OpScope scope("mamba.x_proj.forward");
-      linear_forward(raw(a.dbc), raw(a.u), p + Cpu::x_weight, nullptr, stride, at.members, rows,
-                     E, W);
+      linear_forward(raw(a.dbc), raw(a.u), p + Cpu::x_weight, nullptr, stride, at.members, rows, E,
+                     W);
     }
     {
       OpScope scope("mamba.dt_proj.forward");
       gemm_strided_batched(int(rows), E, R, 1.0f, {raw(a.dbc), W, rows * W},
-                           {p + Cpu::dt_weight, R, stride, Op::T}, 0.0f, raw(a.dt_pre), E,
-                           rows * E, at.members);
+                           {p + Cpu::dt_weight, R, stride, Op::T}, 0.0f, raw(a.dt_pre), E, rows * E,
+                           at.members);
     }
     {
       OpScope scope("mamba.softplus");
@@ -116,8 +113,8 @@ struct MambaMixer {
     }
     {
       OpScope scope("mamba.scan.forward");
-      const float *delta = raw(a.delta), *u = raw(a.u), *dbc = raw(a.dbc),
-                  *a_log = p + Cpu::a_log, *d_skip = p + Cpu::d_skip;
+      const float *delta = raw(a.delta), *u = raw(a.u), *dbc = raw(a.dbc), *a_log = p + Cpu::a_log,
+                  *d_skip = p + Cpu::d_skip;
       float *y = raw(a.y), *h_all = raw(a.states);
       for_each_index(std::int64_t(at.members) * B * E, [=] EMERGENT_HD(std::int64_t i) {
         const std::int64_t sequence = i / E, m = sequence / B;
@@ -161,8 +158,7 @@ struct MambaMixer {
   static void backward(const float* p, float* g, const float* x, const float* dout, float* dx,
                        Activations& a, Scratch& s, const MixerGeometry& at) {
     const int T = at.length, B = at.batch;
-    const std::int64_t stride = at.param_stride, rows = std::int64_t(B) * T,
-                       tokens = at.tokens();
+    const std::int64_t stride = at.param_stride, rows = std::int64_t(B) * T, tokens = at.tokens();
     {
       OpScope scope("mamba.out_proj.backward");
       linear_backward(raw(s.d_y), g + Cpu::out_weight, nullptr, dout, raw(a.gated),
@@ -254,9 +250,8 @@ struct MambaMixer {
       OpScope scope("mamba.softplus.backward");  // softplus' = sigmoid
       float* d_pre = raw(s.d_dt_pre);
       const float* pre = raw(a.dt_pre);
-      for_each_index(tokens * E, [=] EMERGENT_HD(std::int64_t i) {
-        d_pre[i] /= 1.0f + expf(-pre[i]);
-      });
+      for_each_index(tokens * E,
+                     [=] EMERGENT_HD(std::int64_t i) { d_pre[i] /= 1.0f + expf(-pre[i]); });
     }
     {
       OpScope scope("mamba.dt_proj.backward");
@@ -268,8 +263,8 @@ struct MambaMixer {
       // d dl = d_pre dt_proj (into d_dbc's first R columns); d dt_proj += d_pre^T dl
       gemm_strided_batched(int(rows), R, E, 1.0f, {d_pre, E, rows * E},
                            {p + Cpu::dt_weight, R, stride}, 0.0f, d_dbc, W, rows * W, at.members);
-      gemm_strided_batched(E, R, int(rows), 1.0f, {d_pre, E, rows * E, Op::T},
-                           {dbc, W, rows * W}, 1.0f, g + Cpu::dt_weight, R, stride, at.members);
+      gemm_strided_batched(E, R, int(rows), 1.0f, {d_pre, E, rows * E, Op::T}, {dbc, W, rows * W},
+                           1.0f, g + Cpu::dt_weight, R, stride, at.members);
     }
     {
       OpScope scope("mamba.x_proj.backward");
@@ -289,16 +284,18 @@ struct MambaMixer {
       OpScope scope("mamba.conv.backward");
       const float *dc = raw(s.d_u), *xz = raw(a.xz), *w = p + Cpu::conv_weight;
       float* d_xz = raw(s.d_xz);
-      for_each_index(tokens * E, [=] EMERGENT_HD(std::int64_t i) {  // dxc[s] = sum_j w_j dc[s+K-1-j]
-        const std::int64_t token = i / E, m = token / rows;
-        const int e = int(i % E), t = int(token % T);
-        float sum = 0.0f;
-        for (int j = 0; j < K; ++j) {
-          const int target = t + K - 1 - j;
-          if (target < T) sum += w[m * stride + e * K + j] * dc[(token + K - 1 - j) * E + e];
-        }
-        d_xz[token * 2 * E + e] = sum;
-      });
+      for_each_index(tokens * E,
+                     [=] EMERGENT_HD(std::int64_t i) {  // dxc[s] = sum_j w_j dc[s+K-1-j]
+                       const std::int64_t token = i / E, m = token / rows;
+                       const int e = int(i % E), t = int(token % T);
+                       float sum = 0.0f;
+                       for (int j = 0; j < K; ++j) {
+                         const int target = t + K - 1 - j;
+                         if (target < T)
+                           sum += w[m * stride + e * K + j] * dc[(token + K - 1 - j) * E + e];
+                       }
+                       d_xz[token * 2 * E + e] = sum;
+                     });
       column_sums<float>(g + Cpu::conv_bias, stride, at.members, rows, E, true,
                          [=] EMERGENT_HD(std::int64_t m, std::int64_t r, int e) {
                            return dc[(m * rows + r) * E + e];

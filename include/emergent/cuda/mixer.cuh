@@ -31,23 +31,23 @@ struct MixerGeometry {
   std::int64_t tokens() const { return std::int64_t(members) * batch * length; }
 };
 
-// The attention-bias intervention (c P added to the scores); strength 0 leaves it off. Only the
-// mixers the CPU lets take it read it (train/config.hpp refuses a bias for the others).
+// The attention-bias intervention, c P added to the scores, each member with its own pattern P
+// and strength c (a mixed ensemble's members may differ in both); null patterns leave it off.
+// Only the mixers the CPU lets take it read it (train/config.hpp refuses a bias for the others).
 struct AttentionBias {
-  const float* pattern = nullptr;  // [T, T]
-  float strength = 0;
+  const float* patterns = nullptr;   // [E, T, T], member e's at e T T
+  const float* strengths = nullptr;  // [E]
 };
 
 template <class M>
-concept DeviceMixer =
-    std::constructible_from<typename M::Activations, const MixerGeometry&> &&
+concept DeviceMixer = std::constructible_from<typename M::Activations, const MixerGeometry&> &&
     std::constructible_from<typename M::Scratch, const MixerGeometry&> &&
     requires(const float* p, float* g, const float* x, float* y, typename M::Activations& acts,
              typename M::Scratch& scratch, const MixerGeometry& geometry, AttentionBias bias) {
-      { M::Cpu::layout.total } -> std::convertible_to<std::size_t>;
-      {M::forward(p, x, y, x, acts, scratch, geometry, bias)};
-      {M::backward(p, g, x, x, y, acts, scratch, geometry)};
-    };
+  { M::Cpu::layout.total } -> std::convertible_to<std::size_t>;
+  {M::forward(p, x, y, x, acts, scratch, geometry, bias)};
+  {M::backward(p, g, x, x, y, acts, scratch, geometry)};
+};
 
 // device_twin<CpuMixer>::type is the twin of CpuMixer (= MixerT<S, float>); each twin's file
 // specialises it.

@@ -1,7 +1,8 @@
 // mixers/mlp_mixer.hpp on the device, for an ensemble: the causal token-mixing matrix
 //
 //   Y_b = W~ X_b + b 1^T     W~ = the lower triangle of W [T, T], X_b, Y_b [T, D] per sequence
-//   dX_b = W~^T dY_b;  dW_ij += sum_b dY_b[i,:] . X_b[j,:] (j <= i);  db_i += sum_b sum_d dY_b[i, d]
+//   dX_b = W~^T dY_b;  dW_ij += sum_b dY_b[i,:] . X_b[j,:] (j <= i);  db_i += sum_b sum_d dY_b[i,
+//   d]
 //
 // with W stored packed by rows (W[i, j] at i (i + 1) / 2 + j) as the CPU mixer stores it. One
 // matrix per member is shared by its B sequences and D channels, so each member's sequences
@@ -88,16 +89,15 @@ struct MlpMixer {
     for_each_index(at.tokens() * D, [=] EMERGENT_HD(std::int64_t n) {
       const int d = int(n % D), t = int((n / D) % T);
       const std::int64_t sequence = n / (std::int64_t(T) * D), e = sequence / B;
-      const float v = product[(e * T + t) * std::int64_t(B) * D + (sequence % B) * D + d] +
-                      b[e * P + t];
+      const float v =
+          product[(e * T + t) * std::int64_t(B) * D + (sequence % B) * D + d] + b[e * P + t];
       y[n] = residual ? v + residual[n] : v;
     });
   }
 
   static void backward(const float* /*p: W~ kept by the forward*/, float* g,
-                       const float* /*x: kept time-major*/,
-                       const float* dy, float* dx, Activations& acts, Scratch& scratch,
-                       const MixerGeometry& at) {
+                       const float* /*x: kept time-major*/, const float* dy, float* dx,
+                       Activations& acts, Scratch& scratch, const MixerGeometry& at) {
     const int T = at.length, B = at.batch, width = B * D;
     const std::int64_t P = at.param_stride, square = std::int64_t(T) * T,
                        panel = std::int64_t(T) * width;

@@ -10,6 +10,7 @@
 // below are Model's own constants), so a member's slice is a CPU checkpoint and back.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <emergent/cuda/cross_entropy.cuh>
@@ -55,8 +56,7 @@ class EnsembleModel {
     grads.resize(P * members);
     inputs.resize(N);
     targets.resize(N);
-    loss_weights.resize(length);
-    bias_pattern.resize(std::size_t(length) * length);
+    loss_weights.resize(std::size_t(members) * length);
     for (auto& r : residual_) r.resize(N * D);
     layers_.reserve(L);
     for (int l = 0; l < L; ++l) {
@@ -74,25 +74,36 @@ class EnsembleModel {
     d_logits_.resize(N * V);
     d_hidden_.resize(N * F);
     losses_.resize(members);
-    loss_scale_.resize(1);
+    loss_scale_.resize(members);
   }
 
   std::size_t tokens() const { return std::size_t(members_) * batch_ * length_; }
 
-  // Device buffers the caller fills: parameters [E * P], tokens [E, B, T], loss weights [T],
-  // the bias pattern [T, T] (read when the bias strength is not 0).
+  // Device buffers the caller fills: parameters [E * P], tokens [E, B, T], each member's loss
+  // weights over positions [E, T] (the members of a mixed ensemble may train different tasks).
   DeviceVector<float> params, grads;
   DeviceVector<std::int32_t> inputs, targets;
-  DeviceVector<float> loss_weights, bias_pattern;
+  DeviceVector<float> loss_weights;
+
+  // The attention-bias intervention: member e adds strengths[e] * patterns[e] ([E, T, T]) to its
+  // scores; all strengths 0 (the default) leave it off.
+  void set_bias(std::span<const float> patterns, std::span<const float> strengths) {
+    require(patterns.size() == std::size_t(members_) * length_ * length_ &&
+                strengths.size() == std::size_t(members_),
+            "EnsembleModel::set_bias", "needs a T x T pattern and a strength per member");
+    biased_ = std::any_of(strengths.begin(), strengths.end(), [](float c) { return c != 0; });
+    copy_to_device<float>(patterns, bias_patterns_);
+    copy_to_device<float>(strengths, bias_strengths_);
+  }
 
   // Each member's weighted loss (the host waits for them); keeps what backward needs.
-  std::vector<double> forward(float bias_strength) {
-    forward_on_device(bias_strength);
+  std::vector<double> forward() {
+    forward_on_device();
     return copy_to_host(losses_);
   }
 
   // The forward pass, each member's weighted loss left on the device (losses()); nothing waits.
-  void forward_on_device(float bias_strength) {
+  void forward_on_device() {
     const std::int64_t rows = std::int64_t(batch_) * length_, N = std::int64_t(tokens());
     const float* p = raw(params);
     {
@@ -111,9 +122,10 @@ class EnsembleModel {
                           pl + Blocks::ln1_w, pl + Blocks::ln1_b, P, members_, rows, D);
       }
       // residual_mid = residual + mixer(norm1)
-      Mixer::forward(p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid),
-                     raw(residual_[l]), a.mixer, *mixer_scratch_, geometry(),
-                     {raw(bias_pattern), bias_strength});
+      Mixer::forward(
+          p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid), raw(residual_[l]), a.mixer,
+          *mixer_scratch_, geometry(),
+          biased_ ? AttentionBias{raw(bias_patterns_), raw(bias_strengths_)} : AttentionBias{});
       {
         OpScope scope("layernorm.forward");
         layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
@@ -163,7 +175,7 @@ class EnsembleModel {
   const double* losses() const { return raw(losses_); }
 
   // out[e * out_stride] = member e's mean per-token loss (or accuracy) of the last forward under
-  // weights [T], on the device.
+  // weights [E, T], on the device.
   void weighted_loss_on_device(double* out, std::int64_t out_stride,
                                const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
@@ -184,9 +196,9 @@ class EnsembleModel {
     float* g = raw(grads);
     {
       OpScope scope("cross_entropy.backward");
-      loss_scale(raw(loss_scale_), raw(loss_weights), batch_, length_);
+      loss_scale(raw(loss_scale_), raw(loss_weights), members_, batch_, length_);
       cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
-                             length_, V, raw(loss_scale_));
+                             batch_, length_, V, raw(loss_scale_));
     }
     {
       OpScope scope("head.backward");
@@ -261,6 +273,8 @@ class EnsembleModel {
   MixerGeometry geometry() const { return {members_, batch_, length_, std::int64_t(P)}; }
 
   int members_, batch_, length_;
+  bool biased_ = false;
+  DeviceVector<float> bias_patterns_, bias_strengths_;
   std::array<DeviceVector<float>, L + 1> residual_;
   std::vector<Layer> layers_;
   std::optional<typename Mixer::Scratch> mixer_scratch_;  // shared by the layers

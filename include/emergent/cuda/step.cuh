@@ -1,8 +1,9 @@
 // One training step of an ensemble on the device, as the trainer (train/ensemble_trainer.cuh)
 // runs it, with nothing in it that waits for the host:
 //
-//   host:   the step's scalars (its index; AdamW's learning rate and bias corrections) written to
-//           the device by two one-index launches; a task sampled on the host is uploaded
+//   host:   the step's scalars (each member's step index; its AdamW learning rate and bias
+//           corrections) written to the device as launch arguments; a task sampled on the host
+//           is uploaded
 //   device: the linear map's batch (sampled on the device, reading the step index there), zero
 //           gradients, forward, backward, each member's gradient norm and clipping factor, the
 //           AdamW update, and the non-finite check, which records each member's first step whose
@@ -31,6 +32,7 @@
 #include <emergent/tasks/linear_map.hpp>
 #include <exception>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,21 +55,22 @@ class EnsembleStep {
   static constexpr std::size_t P = Device::P;
   static constexpr int kReport = 7;  // doubles per member in report_
 
-  // linear_map: the task whose batches are sampled on the device (null: uploaded by the caller
-  // with upload_batch before each run()); seeds: each member's data seed.
+  // linear_maps: each member's linear map, whose batches are sampled on the device (or one for
+  // all members; empty: batches uploaded by the caller with upload_batch before each run());
+  // seeds: each member's data seed. The bias intervention is the model's (model.set_bias).
   EnsembleStep(int members, int batch, int length, const AdamWConfig& adamw,
-               const std::vector<DecayRange>& ranges, float bias_strength,
-               const LinearMap* linear_map, const std::vector<std::uint64_t>& seeds)
+               const std::vector<DecayRange>& ranges,
+               const std::vector<const LinearMap*>& linear_maps,
+               const std::vector<std::uint64_t>& seeds)
       : model(members, batch, length),
         optimizer(adamw, ranges, P, members),
         members_(members),
         batch_(batch),
-        bias_(bias_strength),
-        step_(1),
+        steps_(members),
         nonfinite_step_(members),
         nonfinite_values_(2 * std::size_t(members)),
         report_(kReport * std::size_t(members)) {
-    if (linear_map) data_.emplace(*linear_map);
+    if (!linear_maps.empty()) data_.emplace(linear_maps);
     copy_to_device<std::uint64_t>(seeds, seeds_);
     fill(raw(nonfinite_step_), members, std::int64_t(-1));
     const char* graph = std::getenv("EMERGENT_DEVICE_GRAPH");
@@ -92,12 +95,15 @@ class EnsembleStep {
     copy_to_device<std::int32_t>(targets, model.targets);
   }
 
-  // Step `step` (0-based) with learning rate lr. Returns at once: the device runs on.
-  void run(std::int64_t step, double lr) {
-    std::uint64_t* at = raw(step_);
+  // One step of every member: member e's step steps[e] (0-based; the members of a mixed ensemble
+  // resume from their own checkpoints) with learning rate lr[e] (0: the member is left as it
+  // is). Returns at once: the device runs on.
+  void run(std::span<const std::int64_t> steps, std::span<const double> lr) {
+    require(steps.size() == std::size_t(members_), "EnsembleStep", "one step index per member");
+    const std::vector<std::uint64_t> indices(steps.begin(), steps.end());
     {
       OpScope scope("step.scalars");
-      for_each_index(1, [=] EMERGENT_HD(std::int64_t) { at[0] = std::uint64_t(step); });
+      write_by_launches<std::uint64_t>(indices, raw(steps_));
     }
     optimizer.prepare(lr);
 #if EMERGENT_DEVICE_IS_CUDA
@@ -112,6 +118,10 @@ class EnsembleStep {
 #endif
     device_part();
     ran_directly_ = true;
+  }
+  // Every member at step `step` with learning rate lr.
+  void run(std::int64_t step, double lr) {
+    run(std::vector<std::int64_t>(members_, step), std::vector<double>(members_, lr));
   }
 
   // Each member's numbers of the last step, and the non-finite record, in one copy: the held-out
@@ -157,21 +167,21 @@ class EnsembleStep {
     const int E = members_, B = batch_;
     if (data_) {
       OpScope scope("data.sample");
-      data_->sample(raw(seeds_), E, raw(step_), B, raw(model.inputs), raw(model.targets));
+      data_->sample(raw(seeds_), E, raw(steps_), B, raw(model.inputs), raw(model.targets));
     }
     model.zero_gradients();
-    model.forward_on_device(bias_);
+    model.forward_on_device();
     model.backward();
     optimizer.update(raw(model.params), raw(model.grads));
     OpScope scope("nonfinite_check");
     const double* losses = model.losses();
     const double* norms = optimizer.norms();
-    const std::uint64_t* at = raw(step_);
+    const std::uint64_t* at = raw(steps_);
     std::int64_t* bad_step = raw(nonfinite_step_);
     double* bad = raw(nonfinite_values_);
     for_each_index(E, [=] EMERGENT_HD(std::int64_t e) {
       if (bad_step[e] < 0 && !(is_finite(losses[e]) && is_finite(norms[e]))) {
-        bad_step[e] = std::int64_t(at[0]);
+        bad_step[e] = std::int64_t(at[e]);
         bad[2 * e] = losses[e];
         bad[2 * e + 1] = norms[e];
       }
@@ -221,11 +231,10 @@ class EnsembleStep {
 #endif
 
   int members_, batch_;
-  float bias_;
   bool use_graph_ = false, ran_directly_ = false;
   std::int64_t graph_launches_ = 0;
   std::optional<DeviceLinearMap> data_;
-  DeviceVector<std::uint64_t> seeds_, step_;
+  DeviceVector<std::uint64_t> seeds_, steps_;  // [E] each
   DeviceVector<std::int64_t> nonfinite_step_;
   DeviceVector<double> nonfinite_values_, report_;
 };

@@ -11,6 +11,7 @@
 #include <emergent/experiment/sweep_folder.hpp>
 #include <emergent/io/json.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/ensemble_members.hpp>
 #include <emergent/train/language_model_config.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/run_binding.hpp>
@@ -120,17 +121,25 @@ inline nlohmann::json result_row(const PlannedRun& r, const std::filesystem::pat
   return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
 }
 
-// The runs that differ only in their seed, as groups in sweep order: a device ensemble each.
-inline std::vector<std::vector<const PlannedRun*>> seed_groups(
-    const std::vector<const PlannedRun*>& runs) {
+// The device ensembles a sweep's runs train in (--backend cuda|thrust-omp), in sweep order: the
+// runs that may share one (train/ensemble_members.hpp: the same shared settings, whatever their
+// task parameters, seeds, schedules and biases) in groups of at most max_members(first run's
+// config) runs each, the size the device's memory allows.
+template <class MaxMembers>
+std::vector<std::vector<const PlannedRun*>> ensemble_groups(
+    const std::vector<const PlannedRun*>& runs, MaxMembers max_members) {
   std::vector<std::vector<const PlannedRun*>> groups;
-  std::map<std::string, std::size_t> index;
+  std::map<std::string, std::size_t> open;  // shared settings -> the group being filled
   for (const PlannedRun* r : runs) {
-    nlohmann::json key = r->config;
-    key.erase("seed");
-    const auto [at, added] = index.try_emplace(key.dump(), groups.size());
-    if (added) groups.emplace_back();
-    groups[at->second].push_back(r);
+    const TrainConfig config = train_config_from_json(r->config, "run " + r->id);
+    const std::string key = shared_settings(config).dump();
+    const auto at = open.find(key);
+    if (at != open.end() && groups[at->second].size() < max_members(config)) {
+      groups[at->second].push_back(r);
+      continue;
+    }
+    open[key] = groups.size();
+    groups.push_back({r});
   }
   return groups;
 }

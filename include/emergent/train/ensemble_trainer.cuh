@@ -1,19 +1,23 @@
-// Trains the seeds of one configuration as one ensemble on the device (cuda/model.cuh), each
-// seed into its own run folder, written exactly as the CPU's RunTrainer (train/trainer.hpp)
-// writes one: config.json (that seed's), metrics.jsonl, step_NNNNNN.safetensors checkpoints with
-// the CPU's tensor names and both AdamW moments, summary.json. So a run started here resumes on
-// the CPU and the other way round, and a sweep reads either.
+// Trains an ensemble of runs on the device (cuda/model.cuh), each run into its own run folder,
+// written exactly as the CPU's RunTrainer (train/trainer.hpp) writes one: config.json (that
+// run's), metrics.jsonl, step_NNNNNN.safetensors checkpoints with the CPU's tensor names and both
+// AdamW moments, summary.json. So a run started here resumes on the CPU and the other way round,
+// and a sweep reads either.
 //
-// Differences, by design:
-//   - the members resume together: each must have a checkpoint at the step the ensemble resumes
-//     from (the earliest latest one);
-//   - metrics rows carry no attention entropy or IoU (summary.json's held-out eval does, from
-//     the CPU forward of the final parameters), and save_attention_at and eval_every are not
-//     supported;
-//   - a member whose early stop (stop_below) fires is checkpointed and summarised there; the
-//     ensemble runs on until every member has stopped or reached `steps`.
-// The linear map's batches are made on the device (cuda/linear_map.cuh); other tasks' on the
-// host by the task itself, from the same Philox streams, and copied.
+// The members are any runs of one compiled model whose steps have the same shape
+// (train/ensemble_members.hpp): seeds of one config, or a mixed ensemble whose members differ in
+// the task and its parameters, the seed, the schedule, the steps, the bias strength. Each member
+// resumes from its own latest checkpoint and keeps its own step count: the ensemble's t-th step
+// is member e's step start_e + t, with its own learning rate, AdamW bias corrections and batch.
+// A member that has reached its steps (or whose early stop, stop_below, fired) is checkpointed
+// and summarised there and then frozen (learning rate 0) while the others run on.
+//
+// Differences from the CPU run, by design: metrics rows carry no attention entropy or IoU
+// (summary.json's held-out eval does, from the CPU forward of the final parameters), and
+// save_attention_at and eval_every are not supported.
+// The linear map's batches are made on the device (cuda/linear_map.cuh) when every member's task
+// is a linear map; otherwise each member's on the host by its task, from the same Philox streams,
+// and copied.
 #pragma once
 
 #include <chrono>
@@ -32,6 +36,7 @@
 #include <emergent/train/checkpoint.hpp>
 #include <emergent/train/compiled_model.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/ensemble_members.hpp>
 #include <emergent/train/run_folder.hpp>
 #include <emergent/train/run_lock.hpp>
 #include <filesystem>
@@ -46,17 +51,21 @@
 
 namespace emergent::cuda {
 
-// The run folder of one seed of an ensemble.
+// The run folder of one member of an ensemble, and its own task, schedule and progress.
 struct EnsembleMember {
   TrainConfig config;
   std::filesystem::path run_dir;
+  TaskSetup setup;
+  LrSchedule schedule;
   std::string config_text;
   nlohmann::json changed_on_resume;  // what a resume changed, for the next metrics row
+  std::int64_t start = 0;            // the step it resumes from
   std::int64_t saved_step = -1;      // the step of the checkpoint written last
   RunHistory history;
   std::unique_ptr<RunLock> lock;
-  std::optional<std::int64_t> stopped_at;  // the step its early stop fired (steps done)
-  std::vector<float> final_params;         // when stopped early
+  std::optional<std::int64_t> done_at;  // the steps done when it finished or stopped early
+  std::vector<float> final_params;      // once done
+  double wall = 0;                      // the ensemble's seconds when it was done
 };
 
 template <template <Shape, class> class MixerT, Shape S>
@@ -66,49 +75,28 @@ class EnsembleTrainer {
   using Net = typename Device::Cpu;
   static constexpr std::size_t P = Device::P;
 
-  // One member per seed, into run_dirs[i]; base.seed is replaced by each seed.
+  // One member per config, into run_dirs[i] (the configs' shared settings must agree:
+  // train/ensemble_members.hpp).
+  EnsembleTrainer(const std::vector<TrainConfig>& configs,
+                  const std::vector<std::filesystem::path>& run_dirs, bool show_progress)
+      : show_progress_(show_progress),
+        members_(make_members(configs, run_dirs)),
+        batch_(sequences_per_step(configs.at(0))),
+        length_(members_[0].setup.task->length()),
+        step_(int(members_.size()), batch_, length_,
+              {configs[0].beta1, configs[0].beta2, 1e-8, configs[0].weight_decay,
+               configs[0].max_grad_norm},
+              decay_ranges(), linear_maps(members_), data_seeds(members_)) {}
+
+  // The seeds of one config, into run_dirs[i]: base with its seed replaced by each.
   EnsembleTrainer(const TrainConfig& base, const std::vector<std::uint64_t>& seeds,
                   const std::vector<std::filesystem::path>& run_dirs, bool show_progress)
-      : base_(base),
-        setup_(make_task(base)),
-        batch_(std::max(1, base.batch_tokens / (setup_.task->length() + 1))),
-        show_progress_(show_progress),
-        step_(int(seeds.size()), batch_, setup_.task->length(),
-              {base.beta1, base.beta2, 1e-8, base.weight_decay, base.max_grad_norm}, decay_ranges(),
-              float(base.bias), linear_map(*setup_.task), seeds) {
-    validate(base);
-    require(base.mixer == Net::Mixer::name, "config",
-            "field 'mixer' is " + base.mixer + ", not the compiled ensemble's " +
-                std::string(Net::Mixer::name));
-    require(base.shape == S, "config", "shape does not match the compiled ensemble");
-    require(base.save_attention_at.empty(), "config",
-            "field 'save_attention_at' is not supported on the device backend: leave it empty, or "
-            "train with --backend cpu");
-    require(base.eval_every == 0, "config",
-            "field 'eval_every' is not supported on the device backend: leave it 0, or train with "
-            "--backend cpu");
-    require(!setup_.task->weights_per_sequence(), "config",
-            "task " + base.task +
-                " has loss weights per sequence, not supported on the device "
-                "backend yet: train it with --backend cpu");
-    require(base.init_from.empty(), "config",
-            "field 'init_from' is not supported on the device backend yet: leave it empty, or "
-            "train the stage with --backend cpu");
-    require(!seeds.empty() && seeds.size() == run_dirs.size(), "EnsembleTrainer",
-            "need one run folder per seed");
-    for (std::size_t e = 0; e < seeds.size(); ++e) {
-      EnsembleMember m;
-      m.config = base;
-      m.config.seed = seeds[e];
-      m.run_dir = run_dirs[e];
-      members_.push_back(std::move(m));
-    }
-  }
+      : EnsembleTrainer(with_seeds(base, seeds), run_dirs, show_progress) {}
 
   std::vector<RunSummary> run() {
-    if (base_.threads > 0) set_thread_count(base_.threads);
-    const SequenceTask& task = *setup_.task;
-    const int E = int(members_.size()), B = batch_, T = task.length();
+    const TrainConfig& first = members_[0].config;
+    if (first.threads > 0) set_thread_count(first.threads);
+    const int E = int(members_.size()), B = batch_, T = length_;
     for (EnsembleMember& m : members_) {
       std::error_code error;
       std::filesystem::create_directories(m.run_dir, error);
@@ -119,18 +107,24 @@ class EnsembleTrainer {
       m.config_text = binding.config_text;
       m.changed_on_resume = binding.changed_on_resume;
     }
-    const std::int64_t start = prepare();
-    const std::vector<float> target = task.attention_target();
-    copy_to_device<float>(task.full_loss_weights(), step_.model.loss_weights);
-    copy_to_device<float>(target, step_.model.bias_pattern);
+    prepare();
+    // Each member's task: its loss weights, its held-out part and its bias, [E, ...] each.
+    std::vector<float> weights, predictable_weights, patterns, strengths;
+    for (const EnsembleMember& m : members_) {
+      const SequenceTask& task = *m.setup.task;
+      append(weights, task.full_loss_weights());
+      append(predictable_weights, task.predictable_loss_weights());
+      std::vector<float> pattern = task.attention_target();
+      pattern.resize(std::size_t(T) * T, 0.0f);  // a task without a target pattern: no bias
+      append(patterns, pattern);
+      strengths.push_back(float(m.config.bias));
+    }
+    copy_to_device<float>(weights, step_.model.loss_weights);
+    step_.model.set_bias(patterns, strengths);
     DeviceVector<float> predictable;
-    copy_to_device<float>(task.predictable_loss_weights(), predictable);
-    std::vector<std::uint64_t> seeds;
-    for (const EnsembleMember& m : members_) seeds.push_back(m.config.seed);
-    const bool device_data = linear_map(task) != nullptr;
+    copy_to_device<float>(predictable_weights, predictable);
+    const bool device_data = !linear_maps(members_).empty();
     std::vector<std::int32_t> inputs(std::size_t(E) * B * T), targets(inputs.size());
-    const LrSchedule schedule{base_.lr, base_.warmup_steps, parse_schedule_kind(base_.schedule),
-                              base_.steps, base_.min_lr_ratio};
     std::vector<std::ofstream> metrics;
     for (EnsembleMember& m : members_) {
       metrics.emplace_back(m.run_dir / "metrics.jsonl", std::ios::app);
@@ -149,85 +143,86 @@ class EnsembleTrainer {
       profiler.enable();
     }
     StepCounter counter;
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = started_ = std::chrono::steady_clock::now();
     auto last_progress = started;
-    std::int64_t step = start;
-    for (; step < base_.steps && running() > 0; ++step) {
+    std::vector<std::int64_t> steps(E);
+    std::vector<double> lrs(E);
+    std::int64_t t = 0;  // the ensemble's steps: member e's step is its start + t
+    for (; running() > 0; ++t) {
       counter.begin();
-      const double lr = schedule.at(step);
+      for (int e = 0; e < E; ++e) {
+        const EnsembleMember& m = members_[e];
+        steps[e] = m.start + t;
+        lrs[e] = m.done_at ? 0.0 : m.schedule.at(steps[e]);
+      }
       if (!device_data) {
         OpScope scope("data.sample_host");
         for (int e = 0; e < E; ++e)
-          task.sample(seeds[e], std::uint64_t(step), B,
-                      std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
-                      std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
+          if (!members_[e].done_at)
+            members_[e].setup.task->sample(
+                members_[e].config.seed, std::uint64_t(steps[e]), B,
+                std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
+                std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
         step_.upload_batch(inputs, targets);
       }
-      step_.run(step, lr);  // returns at once: the device runs on
-      const bool logs = step % base_.log_every == 0,
-                 checkpoints = (step + 1) % base_.checkpoint_every == 0;
-      if (logs || checkpoints) {  // the host waits here, and only here
+      step_.run(steps, lrs);  // returns at once: the device runs on
+      bool any = false;       // does a member log, checkpoint or finish at this step?
+      for (const EnsembleMember& m : members_) any = any || (!m.done_at && records(m, m.start + t));
+      if (any) {  // the host waits here, and only here
         const std::vector<MemberReport> report = step_.report(predictable);
         check_finite(report);
-        const std::string& name = setup_.predictable_name;
-        for (int e = 0; e < E && logs; ++e) {
+        for (int e = 0; e < E; ++e) {
           EnsembleMember& m = members_[e];
-          if (m.stopped_at) continue;
-          const MemberReport& r = report[e];
-          nlohmann::json row =
-              metrics_row(step, r.loss, name, r.part_loss, r.part_accuracy, lr, r.gradient_norm,
-                          seconds_since(started) + m.history.wall_offset);
-          if (!m.changed_on_resume.empty())  // the first row after a resume that extended it
-            row["changed_on_resume"] = std::exchange(m.changed_on_resume, nlohmann::json::object());
-          append_metrics_row(metrics[e], m.run_dir, row);
-          m.history.add(step, row.at(setup_.thresholds.metric).get<double>(), r.loss);
-          if (m.history.stopped_below(m.config.stop_below)) {
-            m.stopped_at = step + 1;
+          const std::int64_t step = steps[e];
+          if (m.done_at) continue;
+          if (step % m.config.log_every == 0) {
+            const MemberReport& r = report[e];
+            nlohmann::json row = metrics_row(step, r.loss, m.setup.predictable_name, r.part_loss,
+                                             r.part_accuracy, lrs[e], r.gradient_norm,
+                                             seconds_since(started) + m.history.wall_offset);
+            if (!m.changed_on_resume.empty())  // the first row after a resume that extended it
+              row["changed_on_resume"] =
+                  std::exchange(m.changed_on_resume, nlohmann::json::object());
+            append_metrics_row(metrics[e], m.run_dir, row);
+            m.history.add(step, row.at(m.setup.thresholds.metric).get<double>(), r.loss);
+          }
+          if (m.history.stopped_below(m.config.stop_below) || step + 1 == m.config.steps) {
+            finish(e, step + 1);
+          } else if ((step + 1) % m.config.checkpoint_every == 0) {
             save(e, step + 1);
-            m.final_params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
           }
         }
-        if (checkpoints)
-          for (int e = 0; e < E; ++e)
-            if (!members_[e].stopped_at) save(e, step + 1);
       }
-      counter.end(logs || checkpoints);
+      counter.end(any);
       if (profile_path) {
         profiler.finish_step();
         // cuBLAS's first calls and first allocations are not a step's
-        if (step == start + kProfileWarmup - 1) profiler.reset();
+        if (t == kProfileWarmup - 1) profiler.reset();
       }
       if (show_progress_ && seconds_since(last_progress) > 1.0) {
         last_progress = std::chrono::steady_clock::now();
-        const double rate = double(step + 1 - start) / std::max(seconds_since(started), 1e-9);
+        const double rate = double(t + 1) / std::max(seconds_since(started), 1e-9);
         std::fprintf(stderr,
-                     "\rensemble of %d seeds (%s)  step %lld/%lld  %.0f steps/s  %.0f tok/s   ", E,
-                     kDeviceSystem, (long long)(step + 1), (long long)base_.steps, rate,
+                     "\rensemble of %d runs (%s)  step %lld of %lld  %d running  %.0f steps/s  "
+                     "%.0f tok/s   ",
+                     E, kDeviceSystem, (long long)(t + 1), (long long)longest(), running(), rate,
                      rate * E * B * (T + 1));
       }
     }
     if (show_progress_) std::fprintf(stderr, "\n");
-    if (step > start) check_finite(step_.report(predictable));  // the steps since the last check
     std::vector<RunSummary> summaries;
     const double wall = seconds_since(started);
     if (profile_path) {
-      write_profile(profile_path, counter, wall, step - start, true);
+      write_profile(profile_path, counter, wall, t, true);
       profiler.enable(false);
     } else if (counts_path) {
-      write_profile(counts_path, counter, wall, step - start, false);
+      write_profile(counts_path, counter, wall, t, false);
     }
-    for (int e = 0; e < E; ++e) {
-      EnsembleMember& m = members_[e];
-      std::vector<float> params = m.final_params;
-      if (!m.stopped_at) {
-        // The last step's checkpoint, unless the loop just wrote it (each is written once).
-        if (m.saved_step != step && (step > start || !latest_checkpoint(m.run_dir))) save(e, step);
-        params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
-      }
-      const EvalResult eval = evaluate<Net>(params, task, m.config.seed, B, float(base_.bias));
-      summaries.push_back(write_run_summary(m.run_dir, setup_, m.history,
-                                            m.stopped_at.value_or(step),
-                                            wall + m.history.wall_offset, eval));
+    for (EnsembleMember& m : members_) {
+      const EvalResult eval =
+          evaluate<Net>(m.final_params, *m.setup.task, m.config.seed, B, float(m.config.bias));
+      summaries.push_back(write_run_summary(m.run_dir, m.setup, m.history, *m.done_at,
+                                            m.wall + m.history.wall_offset, eval));
     }
     return summaries;
   }
@@ -235,10 +230,93 @@ class EnsembleTrainer {
  private:
   static constexpr std::int64_t kProfileWarmup = 5;
 
-  // The task when its batches are made on the device (the linear map), else null.
-  static const LinearMap* linear_map(const SequenceTask& task) {
-    const auto* adapter = dynamic_cast<const TaskAdapter<LinearMap>*>(&task);
-    return adapter ? &adapter->task() : nullptr;
+  static std::vector<TrainConfig> with_seeds(const TrainConfig& base,
+                                             const std::vector<std::uint64_t>& seeds) {
+    std::vector<TrainConfig> configs(seeds.size(), base);
+    for (std::size_t e = 0; e < seeds.size(); ++e) configs[e].seed = seeds[e];
+    return configs;
+  }
+
+  // The members, their configs checked (each alone, then that they form one ensemble).
+  static std::vector<EnsembleMember> make_members(const std::vector<TrainConfig>& configs,
+                                                  const std::vector<std::filesystem::path>& dirs) {
+    require(!configs.empty() && configs.size() == dirs.size(), "EnsembleTrainer",
+            "need one run folder per member");
+    std::vector<std::string> where;
+    for (const auto& dir : dirs) where.push_back((dir / "config.json").string());
+    std::vector<EnsembleMember> members;
+    for (std::size_t e = 0; e < configs.size(); ++e) {
+      const TrainConfig& c = configs[e];
+      validate(c);
+      require(c.mixer == Net::Mixer::name, where[e],
+              "field 'mixer' is " + c.mixer + ", not the compiled ensemble's " +
+                  std::string(Net::Mixer::name));
+      require(c.shape == S, where[e], "shape does not match the compiled ensemble");
+      require(c.save_attention_at.empty(), where[e],
+              "field 'save_attention_at' is not supported on the device backend: leave it "
+              "empty, or train with --backend cpu");
+      require(c.eval_every == 0, where[e],
+              "field 'eval_every' is not supported on the device backend: leave it 0, or train "
+              "with --backend cpu");
+      require(c.init_from.empty(), where[e],
+              "field 'init_from' is not supported on the device backend yet: leave it empty, or "
+              "train the stage with --backend cpu");
+      EnsembleMember m;
+      m.config = c;
+      m.run_dir = dirs[e];
+      m.setup = make_task(c, where[e]);
+      require(!m.setup.task->weights_per_sequence(), where[e],
+              "task " + c.task +
+                  " has loss weights per sequence, not supported on the device backend yet: "
+                  "train it with --backend cpu");
+      m.schedule = {c.lr, c.warmup_steps, parse_schedule_kind(c.schedule), c.steps, c.min_lr_ratio};
+      members.push_back(std::move(m));
+    }
+    require_one_ensemble(configs, where);
+    return members;
+  }
+
+  // The members' linear maps when every member's task is one (their batches are made on the
+  // device), else none.
+  static std::vector<const LinearMap*> linear_maps(const std::vector<EnsembleMember>& members) {
+    std::vector<const LinearMap*> maps;
+    for (const EnsembleMember& m : members) {
+      const auto* adapter = dynamic_cast<const TaskAdapter<LinearMap>*>(m.setup.task.get());
+      if (!adapter) return {};
+      maps.push_back(&adapter->task());
+    }
+    return maps;
+  }
+  static std::vector<std::uint64_t> data_seeds(const std::vector<EnsembleMember>& members) {
+    std::vector<std::uint64_t> seeds;
+    for (const EnsembleMember& m : members) seeds.push_back(m.config.seed);
+    return seeds;
+  }
+  static void append(std::vector<float>& to, const std::vector<float>& values) {
+    to.insert(to.end(), values.begin(), values.end());
+  }
+
+  // Whether member m's step `step` logs, checkpoints or is its last.
+  static bool records(const EnsembleMember& m, std::int64_t step) {
+    return step % m.config.log_every == 0 || (step + 1) % m.config.checkpoint_every == 0 ||
+           step + 1 == m.config.steps;
+  }
+
+  // Member e is done after `steps_done` steps (its last step, or its early stop): its checkpoint
+  // of that step (unless written already) and its final parameters; from now on it is frozen.
+  void finish(int e, std::int64_t steps_done) {
+    EnsembleMember& m = members_[e];
+    if (m.saved_step != steps_done) save(e, steps_done);
+    m.final_params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
+    m.done_at = steps_done;
+    m.wall = seconds_since(started_);
+  }
+
+  // The most steps a member has left.
+  std::int64_t longest() const {
+    std::int64_t most = 0;
+    for (const EnsembleMember& m : members_) most = std::max(most, m.config.steps - m.start);
+    return most;
   }
 
   // Throws, as the CPU trainer does, for the first member (not stopped before it) whose loss or
@@ -247,7 +325,7 @@ class EnsembleTrainer {
     for (std::size_t e = 0; e < members_.size(); ++e) {
       const MemberReport& r = report[e];
       const EnsembleMember& m = members_[e];
-      if (r.nonfinite_step && (!m.stopped_at || *r.nonfinite_step < *m.stopped_at))
+      if (r.nonfinite_step && (!m.done_at || *r.nonfinite_step < *m.done_at))
         throw Error(m.run_dir.string() + ": training stopped at step " +
                     std::to_string(*r.nonfinite_step) + ": the loss is " +
                     std::to_string(r.nonfinite_loss) + " and the gradient norm " +
@@ -281,7 +359,7 @@ class EnsembleTrainer {
                   "device %s (%s, %s): %zu members, batch %d, length %d, %lld steps in %.3f s "
                   "(%.3f ms/step%s)\n",
                   ops ? "profile" : "counts", kDeviceSystem, precision_name(gemm_precision()),
-                  members_.size(), batch_, setup_.task->length(), (long long)steps, wall,
+                  members_.size(), batch_, length_, (long long)steps, wall,
                   1e3 * wall / double(std::max<std::int64_t>(steps, 1)),
                   ops ? ", with the profiler's own synchronisation each step" : "");
     text += line;
@@ -325,66 +403,47 @@ class EnsembleTrainer {
   }
   int running() const {
     int n = 0;
-    for (const EnsembleMember& m : members_) n += !m.stopped_at;
+    for (const EnsembleMember& m : members_) n += !m.done_at;
     return n;
   }
 
-  // New members are initialised; resumed ones load their checkpoint of the step the ensemble
-  // resumes from, the earliest latest checkpoint of the members that have not stopped early (a
-  // member that has is finished, and keeps its own). Returns that step.
-  std::int64_t prepare() {
+  // Each member starts from its own latest checkpoint (its parameters, both AdamW moments and
+  // its update count), or, without one, from its seed's initialisation at step 0. A member that
+  // is finished already (its steps done, or its early stop fired) is done there.
+  void prepare() {
     const std::vector<ParameterTensor> tensors = Net::tensors();
-    std::vector<float> all(P * members_.size()), m1(all.size()), m2(all.size());
-    std::optional<std::int64_t> start;
-    for (std::size_t e = 0; e < members_.size(); ++e) {
+    const std::size_t E = members_.size();
+    std::vector<float> all(P * E), m1(all.size()), m2(all.size());
+    for (std::size_t e = 0; e < E; ++e) {
       EnsembleMember& m = members_[e];
-      const auto latest = latest_checkpoint(m.run_dir);
-      if (!latest) {
-        start = 0;
-        continue;
-      }
-      const std::int64_t at = *checkpoint_step(latest->filename().string());
-      m.history = RunHistory::resume(m.run_dir, at, setup_.thresholds.metric);
-      if (m.history.stopped_below(m.config.stop_below)) {
-        m.stopped_at = at;
-        m.final_params.resize(P);
-        load_parameters(SafetensorsFile(*latest), tensors, m.final_params);
-      } else {
-        start = start ? std::min(*start, at) : at;
-      }
-    }
-    std::optional<std::int64_t> optimizer_steps;
-    for (std::size_t e = 0; e < members_.size(); ++e) {
-      EnsembleMember& m = members_[e];
-      if (m.stopped_at) continue;
       const std::span<float> p = std::span(all).subspan(e * P, P);
-      const auto path = checkpoint_path(m.run_dir, *start);
-      if (!latest_checkpoint(m.run_dir)) {  // a new run (the ensemble starts at 0)
+      const auto latest = latest_checkpoint(m.run_dir);
+      if (!latest) {  // a new run
         Net::init(p, m.config.seed);
         std::filesystem::remove(m.run_dir / "metrics.jsonl");
         m.history = RunHistory{};
-        optimizer_steps = 0;
-        continue;
+        m.start = 0;
+        step_.optimizer.set_steps(int(e), 0);
+      } else {
+        const CheckpointState state = load_checkpoint(
+            *latest, tensors, p, std::span(m1).subspan(e * P, P), std::span(m2).subspan(e * P, P));
+        m.start = m.saved_step = state.step;
+        m.history = RunHistory::resume(m.run_dir, state.step, m.setup.thresholds.metric);
+        step_.optimizer.set_steps(int(e), state.optimizer_steps);
       }
-      require(std::filesystem::exists(path), m.run_dir.string(),
-              "has no checkpoint of step " + std::to_string(*start) +
-                  ", where the other seeds of the ensemble resume; an ensemble resumes from one "
-                  "step: train this seed alone (--backend cpu), or remove its later checkpoints");
-      const CheckpointState state = load_checkpoint(
-          path, tensors, p, std::span(m1).subspan(e * P, P), std::span(m2).subspan(e * P, P));
-      require(!optimizer_steps || *optimizer_steps == state.optimizer_steps, path.string(),
-              "its optimizer step count differs from the other seeds' at the same step");
-      optimizer_steps = state.optimizer_steps;
-      m.history = RunHistory::resume(m.run_dir, state.step, setup_.thresholds.metric);
+      if (m.start >= m.config.steps || m.history.stopped_below(m.config.stop_below)) {
+        m.done_at = m.start;
+        m.final_params.assign(p.begin(), p.end());
+      }
     }
     copy_to_device<float>(all, step_.model.params);
     copy_to_device<float>(m1, step_.optimizer.first_moment());
     copy_to_device<float>(m2, step_.optimizer.second_moment());
-    step_.optimizer.set_steps(optimizer_steps.value_or(0));
-    if (show_progress_ && start.value_or(0) > 0)
-      std::fprintf(stderr, "resuming an ensemble of %zu seeds from step %lld\n", members_.size(),
-                   (long long)*start);
-    return start.value_or(base_.steps);  // every member finished: nothing to run
+    if (show_progress_)
+      for (const EnsembleMember& m : members_)
+        if (m.start > 0)
+          std::fprintf(stderr, "%s: resuming from step %lld\n", m.run_dir.c_str(),
+                       (long long)m.start);
   }
 
   // Member e's checkpoint after `step` updates.
@@ -394,16 +453,15 @@ class EnsembleTrainer {
                              m1 = copy_to_host(step_.optimizer.first_moment(), at, P),
                              m2 = copy_to_host(step_.optimizer.second_moment(), at, P);
     save_checkpoint(checkpoint_path(members_[e].run_dir, step), Net::tensors(), p, m1, m2,
-                    {step, step_.optimizer.steps(), members_[e].config_text});
+                    {step, step_.optimizer.steps(e), members_[e].config_text});
     members_[e].saved_step = step;
   }
 
-  TrainConfig base_;
-  TaskSetup setup_;
-  int batch_;
   bool show_progress_;
-  EnsembleStep<MixerT, S> step_;
+  std::chrono::steady_clock::time_point started_;
   std::vector<EnsembleMember> members_;
+  int batch_, length_;
+  EnsembleStep<MixerT, S> step_;
 };
 
 }  // namespace emergent::cuda

@@ -1,0 +1,63 @@
+// Which runs can train together as one device ensemble (train/ensemble_trainer.cuh): a mixed
+// ensemble holds any runs whose steps have the same shape, whatever else differs.
+//
+//   per-member: the task and its parameters (S, s, the linear map's matrix seed, a rule set),
+//               the seed, the schedule (lr, warmup_steps, schedule, min_lr_ratio, steps), the bias
+//               strength, stop_below, and the bookkeeping (log_every, checkpoint_every)
+//   shared:     everything else (the compiled model: mixer and shape; batch_tokens and the
+//               sequence length its task makes, which fix the [E, B, T] buffers; AdamW's betas,
+//               weight decay and clipping; the GEMMs' precision; threads), compared as
+//               shared_settings() writes them
+#pragma once
+
+#include <cstddef>
+#include <emergent/core/error.hpp>
+#include <emergent/tasks/registry.hpp>
+#include <emergent/train/config.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace emergent {
+
+// The training settings each member of an ensemble may set for itself (beside the task).
+inline const std::vector<std::string>& per_member_settings() {
+  static const std::vector<std::string> names = {
+      "seed",         "steps",   "lr",          "warmup_steps",   "schedule",
+      "min_lr_ratio", "bias",    "log_every",   "analysis_every", "checkpoint_every",
+      "stop_below",   "stop_at", "eval_batches"};
+  return names;
+}
+
+// The settings the members of one ensemble share: the config without its task, the task's
+// parameters and the per-member settings, with the sequence length the task makes.
+inline nlohmann::json shared_settings(const TrainConfig& c) {
+  nlohmann::json j = to_json(c);
+  j.erase("task");
+  for (const Parameter& p : find_task(c.task, "config").parameters) j.erase(p.name);
+  for (const std::string& name : per_member_settings()) j.erase(name);
+  j["sequence_length"] = make_task(c).task->length();
+  return j;
+}
+
+// Throws, naming where[i] and the setting, for the first member whose shared settings differ
+// from member 0's.
+inline void require_one_ensemble(const std::vector<TrainConfig>& members,
+                                 const std::vector<std::string>& where) {
+  require(!members.empty() && where.size() == members.size(), "ensemble",
+          "needs one config per member");
+  const nlohmann::json first = shared_settings(members[0]);
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    const nlohmann::json other = shared_settings(members[i]);
+    for (auto it = first.begin(); it != first.end(); ++it)
+      require(other.contains(it.key()) && other.at(it.key()) == it.value(), where[i],
+              "field '" + it.key() + "' is " +
+                  (other.contains(it.key()) ? other.at(it.key()).dump() : "absent") + ", not " +
+                  it.value().dump() + " as in " + where[0] +
+                  ": the members of one device ensemble share it (they may differ in the task, "
+                  "its parameters, seed, steps, lr, warmup_steps, schedule, min_lr_ratio, bias, "
+                  "stop_below, log_every and checkpoint_every); train it in another ensemble");
+  }
+}
+
+}  // namespace emergent

@@ -1,0 +1,112 @@
+// A mixed device ensemble (train/ensemble_trainer.cuh) against the CPU trainer (train/trainer.hpp)
+// run by run: members that differ in sparsity, matrix, seed, bias strength, learning rate,
+// schedule and steps, one of them resuming from a CPU checkpoint, each write the run folder the
+// CPU writes for that run alone. The trainer's bookkeeping is host code, the same under CUDA, so
+// this runs in the OpenMP build only (tests/device/cuda_tests.cu leaves it out).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <emergent/mixers/dot_attention.hpp>
+#include <emergent/train/ensemble_trainer.cuh>
+#include <emergent/train/trainer.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace device_trainer_shapes {
+inline constexpr emergent::Shape kShape{
+    .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 32, .max_len = 11};
+}  // namespace device_trainer_shapes
+
+namespace {
+
+using device_trainer_shapes::kShape;
+using emergent::TrainConfig;
+namespace fs = std::filesystem;
+
+std::vector<nlohmann::json> metrics_rows(const fs::path& run_dir) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+TrainConfig linear_map(int s, std::uint64_t seed, std::int64_t steps) {
+  TrainConfig c;
+  c.task = "linear-map";
+  c.task_params = {{"S", 6}, {"s", s}, {"task_seed", int(seed % 2)}};
+  c.shape = kShape;
+  c.seed = seed;
+  c.steps = steps;
+  c.batch_tokens = 120;
+  c.warmup_steps = 5;
+  c.log_every = 5;
+  c.checkpoint_every = 10;
+  c.threads = 1;
+  return c;
+}
+
+template <emergent::Shape S>
+void check_mixed_ensemble() {
+  using Net = emergent::Model<emergent::DotAttention, S, float>;
+  const fs::path root =
+      fs::temp_directory_path() / ("emergent_mixed_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  std::vector<TrainConfig> configs = {linear_map(1, 1, 20), linear_map(2, 2, 30),
+                                      linear_map(2, 3, 25), linear_map(4, 4, 25)};
+  configs[0].lr = 3e-3;
+  configs[1].schedule = "cosine";
+  configs[1].bias = 1.5;
+  configs[2].lr = 2e-3;
+  configs[3].bias = 3;
+  // fires at step 10 (the trailing mean of x1_loss, 0.786 < 0.79): the member is summarised
+  // there, the others run on
+  configs[3].stop_below = 0.79;
+  std::vector<fs::path> device_dirs;
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    device_dirs.push_back(root / ("device_" + std::to_string(e)));
+    emergent::Trainer<Net>(configs[e], root / ("cpu_" + std::to_string(e)), false).run();
+  }
+  // Member 2 has trained its first 10 steps on the CPU: it resumes from that checkpoint while the
+  // others start at step 0.
+  TrainConfig first_part = configs[2];
+  first_part.steps = 10;
+  emergent::Trainer<Net>(first_part, device_dirs[2], false).run();
+  emergent::cuda::EnsembleTrainer<emergent::DotAttention, S> ensemble(configs, device_dirs, false);
+  const std::vector<emergent::RunSummary> summaries = ensemble.run();
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    CAPTURE(e);
+    const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
+    const std::vector<nlohmann::json> cpu = metrics_rows(cpu_dir),
+                                      device = metrics_rows(device_dirs[e]);
+    REQUIRE(cpu.size() == device.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      CHECK(cpu[i]["step"] == device[i]["step"]);
+      CHECK(cpu[i]["lr"].get<double>() == doctest::Approx(device[i]["lr"].get<double>()));
+      worst =
+          std::max(worst, std::abs(cpu[i]["loss"].get<double>() - device[i]["loss"].get<double>()));
+    }
+    MESSAGE("member " << e << ": " << cpu.size() << " rows, worst |loss - cpu loss| " << worst);
+    CHECK(worst < 1e-4);
+    const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir / "summary.json"),
+                         device_summary = emergent::read_json_file(device_dirs[e] / "summary.json");
+    CHECK(device_summary["steps_done"] == cpu_summary["steps_done"]);
+    CHECK(summaries[e].steps_done == cpu_summary["steps_done"].get<std::int64_t>());
+    CHECK(fs::exists(emergent::checkpoint_path(device_dirs[e], summaries[e].steps_done)));
+  }
+  CHECK(summaries[3].steps_done == 11);  // the early stop fired
+  CHECK(summaries[0].steps_done == 20);
+  CHECK(summaries[1].steps_done == 30);
+  fs::remove_all(root);
+}
+
+TEST_CASE("mixed device ensemble: each member's run folder is the CPU's run of it alone") {
+  check_mixed_ensemble<kShape>();
+}
+
+}  // namespace
