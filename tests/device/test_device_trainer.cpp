@@ -1,14 +1,18 @@
 // A mixed device ensemble (train/ensemble_trainer.cuh) against the CPU trainer (train/trainer.hpp)
 // run by run: members that differ in sparsity, matrix, seed, bias strength, learning rate,
 // schedule and steps, one of them resuming from a CPU checkpoint, each write the run folder the
-// CPU writes for that run alone. The trainer's bookkeeping is host code, the same under CUDA, so
+// CPU writes for that run alone: every metrics row with the same columns and (within 1e-4) the
+// same values, the attention entropy and IoU, the held-out columns of eval_every and the
+// save_attention_at maps included. The trainer's bookkeeping is host code, the same under CUDA, so
 // this runs in the OpenMP build only (tests/device/cuda_tests.cu leaves it out).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
+#include <emergent/io/safetensors.hpp>
 #include <emergent/mixers/dot_attention.hpp>
+#include <emergent/train/attention_snapshot.hpp>
 #include <emergent/train/ensemble_trainer.cuh>
 #include <emergent/train/trainer.hpp>
 #include <filesystem>
@@ -33,6 +37,18 @@ std::vector<nlohmann::json> metrics_rows(const fs::path& run_dir) {
   std::ifstream in(run_dir / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
   return rows;
+}
+
+// The largest difference between two metrics-row values: numbers, or lists of them (the
+// attention entropy per layer and head); anything else must be equal.
+double json_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number() && b.is_number()) return std::abs(a.get<double>() - b.get<double>());
+  if (a.is_array() && b.is_array() && a.size() == b.size()) {
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, json_difference(a[i], b[i]));
+    return worst;
+  }
+  return a == b ? 0.0 : 1e9;
 }
 
 TrainConfig linear_map(int s, std::uint64_t seed, std::int64_t steps) {
@@ -66,6 +82,9 @@ void check_mixed_ensemble() {
   // fires at step 10 (the trailing mean of x1_loss, 0.786 < 0.79): the member is summarised
   // there, the others run on
   configs[3].stop_below = 0.79;
+  configs[0].eval_every = 5;  // emergence reads the held-out x1_loss
+  configs[1].analysis_every = 5;
+  configs[1].save_attention_at = "10,21";
   std::vector<fs::path> device_dirs;
   for (std::size_t e = 0; e < configs.size(); ++e) {
     device_dirs.push_back(root / ("device_" + std::to_string(e)));
@@ -86,19 +105,42 @@ void check_mixed_ensemble() {
     REQUIRE(cpu.size() == device.size());
     double worst = 0;
     for (std::size_t i = 0; i < cpu.size(); ++i) {
-      CHECK(cpu[i]["step"] == device[i]["step"]);
-      CHECK(cpu[i]["lr"].get<double>() == doctest::Approx(device[i]["lr"].get<double>()));
-      worst =
-          std::max(worst, std::abs(cpu[i]["loss"].get<double>() - device[i]["loss"].get<double>()));
+      CAPTURE(cpu[i].dump());
+      CAPTURE(device[i].dump());
+      for (auto it = cpu[i].begin(); it != cpu[i].end(); ++it) {
+        if (it.key() == "wall_s") continue;
+        REQUIRE(device[i].contains(it.key()));
+        worst = std::max(worst, json_difference(it.value(), device[i][it.key()]));
+      }
+      // the one extra column: member 2's resume extended its steps (10 to 25)
+      const bool extended = e == 2 && cpu[i]["step"] == 10;
+      CHECK(device[i].contains("changed_on_resume") == extended);
+      CHECK(device[i].size() == cpu[i].size() + (extended ? 1 : 0));
     }
-    MESSAGE("member " << e << ": " << cpu.size() << " rows, worst |loss - cpu loss| " << worst);
+    MESSAGE("member " << e << ": " << cpu.size() << " rows, worst difference of a value " << worst);
     CHECK(worst < 1e-4);
     const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir / "summary.json"),
                          device_summary = emergent::read_json_file(device_dirs[e] / "summary.json");
     CHECK(device_summary["steps_done"] == cpu_summary["steps_done"]);
     CHECK(summaries[e].steps_done == cpu_summary["steps_done"].get<std::int64_t>());
     CHECK(fs::exists(emergent::checkpoint_path(device_dirs[e], summaries[e].steps_done)));
+    CHECK(device_summary["metric"] == cpu_summary["metric"]);
+    for (std::int64_t step : {10, 21}) {
+      const fs::path cpu_map = emergent::attention_snapshot_path(cpu_dir, step),
+                     device_map = emergent::attention_snapshot_path(device_dirs[e], step);
+      REQUIRE(fs::exists(cpu_map) == fs::exists(device_map));
+      if (!fs::exists(cpu_map)) continue;
+      const std::vector<float> a = emergent::SafetensorsFile(cpu_map).read_f32("attention"),
+                               b = emergent::SafetensorsFile(device_map).read_f32("attention");
+      REQUIRE(a.size() == b.size());
+      double map_worst = 0;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        map_worst = std::max(map_worst, double(std::abs(a[i] - b[i])));
+      CHECK(map_worst <= 1e-3);  // F16 files: one rounding step of values below 1
+    }
   }
+  CHECK(fs::exists(emergent::attention_snapshot_path(device_dirs[1], 21)));
+  CHECK(emergent::read_json_file(device_dirs[0] / "summary.json")["metric"] == "eval_x1_loss");
   CHECK(summaries[3].steps_done == 11);  // the early stop fired
   CHECK(summaries[0].steps_done == 20);
   CHECK(summaries[1].steps_done == 30);

@@ -140,6 +140,18 @@ struct RowSums {
 };
 }  // namespace attention_summary_detail
 
+// The analysis of batch-averaged patterns ([layer][head * T * T], as batch_averaged_patterns
+// gives them, or the device ensemble's, cuda/model.cuh) against a task's fixed target [T, T].
+inline AttentionAnalysis analyse_patterns(const std::vector<std::vector<double>>& patterns,
+                                          int heads, int T, const SequenceTask& task,
+                                          std::span<const float> target) {
+  attention_summary_detail::RowSums sums(int(patterns.size()), heads);
+  sums.add(
+      patterns, T, task.analysis_queries(), [&](int q) { return task.analysis_key_range(q); },
+      target);
+  return sums.result();
+}
+
 // `slices`: the workspaces that together hold the batch (one per data-parallel slice); `target`:
 // the task's fixed target [T, T], or for a task with targets per sequence (tasks/task.hpp) the
 // batch's [batch, T, T], read one sequence at a time against that sequence's own attention, at
@@ -153,13 +165,9 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
   } else {
     require(!slices.empty(), "analyse_attention", "no workspace");
     const int T = slices.front()->length, H = Net::shape.heads;
+    if (!task.weights_per_sequence())
+      return analyse_patterns(batch_averaged_patterns<Net>(slices), H, T, task, target);
     attention_summary_detail::RowSums sums(Net::L, H);
-    if (!task.weights_per_sequence()) {
-      sums.add(
-          batch_averaged_patterns<Net>(slices), T, task.analysis_queries(),
-          [&](int q) { return task.analysis_key_range(q); }, target);
-      return sums.result();
-    }
     const std::size_t TT = static_cast<std::size_t>(T) * T, per_sequence = H * TT;
     std::size_t sequence = 0;
     std::vector<std::vector<double>> patterns(Net::L, std::vector<double>(per_sequence));

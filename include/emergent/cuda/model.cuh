@@ -171,6 +171,35 @@ class EnsembleModel {
                           length_);
   }
 
+  // Whether the mixer keeps attention probabilities (dot attention's [E, B, H, T, T] per layer).
+  static constexpr bool kKeepsAttention = requires(typename Mixer::Activations & a) { a.att; };
+
+  // Each member's attention of the last forward averaged over its batch, in double in batch
+  // order (analysis/attention_entropy.hpp's batch_averaged_pattern on each member's slice):
+  // [E][layer][head][query][key] flattened, copied to the host (it waits); empty for a mixer
+  // without attention probabilities.
+  std::vector<double> batch_averaged_attention() {
+    if constexpr (!kKeepsAttention) {
+      return {};
+    } else {
+      OpScope scope("attention.batch_average");
+      const int B = batch_, T = length_, H = S.heads;
+      const std::int64_t per_sample = std::int64_t(H) * T * T;
+      DeviceVector<double> out(std::size_t(members_) * L * per_sample);
+      double* averaged = raw(out);
+      for (int l = 0; l < L; ++l) {
+        const float* att = raw(layers_[l].mixer.att);
+        for_each_index(members_ * per_sample, [=] EMERGENT_HD(std::int64_t i) {
+          const std::int64_t e = i / per_sample, r = i % per_sample;
+          double sum = 0;
+          for (int b = 0; b < B; ++b) sum += att[(e * B + b) * per_sample + r];
+          averaged[(e * L + l) * per_sample + r] = sum / B;
+        });
+      }
+      return copy_to_host(out);
+    }
+  }
+
   // [E] each member's loss of the last forward, on the device.
   const double* losses() const { return raw(losses_); }
 

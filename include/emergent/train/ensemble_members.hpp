@@ -3,7 +3,8 @@
 //
 //   per-member: the task and its parameters (S, s, the linear map's matrix seed, a rule set),
 //               the seed, the schedule (lr, warmup_steps, schedule, min_lr_ratio, steps), the bias
-//               strength, stop_below, and the bookkeeping (log_every, checkpoint_every)
+//               strength, stop_below, and what is recorded (log_every, analysis_every,
+//               checkpoint_every, eval_every, eval_batches, save_attention_at)
 //   shared:     everything else (the compiled model: mixer and shape; batch_tokens and the
 //               sequence length its task makes, which fix the [E, B, T] buffers; AdamW's betas,
 //               weight decay and clipping; the GEMMs' precision; threads), compared as
@@ -23,9 +24,11 @@ namespace emergent {
 // The training settings each member of an ensemble may set for itself (beside the task).
 inline const std::vector<std::string>& per_member_settings() {
   static const std::vector<std::string> names = {
-      "seed",         "steps",   "lr",          "warmup_steps",   "schedule",
-      "min_lr_ratio", "bias",    "log_every",   "analysis_every", "checkpoint_every",
-      "stop_below",   "stop_at", "eval_batches"};
+      "seed",         "steps",          "lr",
+      "warmup_steps", "schedule",       "min_lr_ratio",
+      "bias",         "stop_below",     "stop_at",
+      "log_every",    "analysis_every", "checkpoint_every",
+      "eval_every",   "eval_batches",   "save_attention_at"};
   return names;
 }
 
@@ -47,6 +50,8 @@ inline void require_one_ensemble(const std::vector<TrainConfig>& members,
   require(!members.empty() && where.size() == members.size(), "ensemble",
           "needs one config per member");
   const nlohmann::json first = shared_settings(members[0]);
+  std::string own = "the task, its parameters";
+  for (const std::string& name : per_member_settings()) own += ", " + name;
   for (std::size_t i = 1; i < members.size(); ++i) {
     const nlohmann::json other = shared_settings(members[i]);
     for (auto it = first.begin(); it != first.end(); ++it)
@@ -54,9 +59,8 @@ inline void require_one_ensemble(const std::vector<TrainConfig>& members,
               "field '" + it.key() + "' is " +
                   (other.contains(it.key()) ? other.at(it.key()).dump() : "absent") + ", not " +
                   it.value().dump() + " as in " + where[0] +
-                  ": the members of one device ensemble share it (they may differ in the task, "
-                  "its parameters, seed, steps, lr, warmup_steps, schedule, min_lr_ratio, bias, "
-                  "stop_below, log_every and checkpoint_every); train it in another ensemble");
+                  ": the members of one device ensemble share it (each may have its own " + own +
+                  "); train it in another ensemble");
   }
 }
 

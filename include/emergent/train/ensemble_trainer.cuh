@@ -12,19 +12,23 @@
 // A member that has reached its steps (or whose early stop, stop_below, fired) is checkpointed
 // and summarised there and then frozen (learning rate 0) while the others run on.
 //
-// Differences from the CPU run, by design: metrics rows carry no attention entropy or IoU
-// (summary.json's held-out eval does, from the CPU forward of the final parameters), and
-// save_attention_at and eval_every are not supported.
+// The analysis as the CPU run has it: every analysis_every-th logged row carries the per-head
+// attention entropy and IoU of that step's batch (the device averages each member's attention
+// over its batch; the host analyses it, analysis/attention_summary.hpp); save_attention_at saves
+// those maps; with eval_every, the held-out columns are the CPU's forward of the member's
+// parameters on its fixed held-out set (train/compiled_model.hpp), and emergence reads them.
 // The linear map's batches are made on the device (cuda/linear_map.cuh) when every member's task
 // is a linear map; otherwise each member's on the host by its task, from the same Philox streams,
 // and copied.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <emergent/analysis/attention_summary.hpp>
 #include <emergent/cuda/adamw.cuh>
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/linear_map.cuh>
@@ -33,6 +37,7 @@
 #include <emergent/cuda/step.cuh>
 #include <emergent/optim/schedule.hpp>
 #include <emergent/tasks/linear_map.hpp>
+#include <emergent/train/attention_snapshot.hpp>
 #include <emergent/train/checkpoint.hpp>
 #include <emergent/train/compiled_model.hpp>
 #include <emergent/train/config.hpp>
@@ -63,9 +68,10 @@ struct EnsembleMember {
   std::int64_t saved_step = -1;      // the step of the checkpoint written last
   RunHistory history;
   std::unique_ptr<RunLock> lock;
-  std::optional<std::int64_t> done_at;  // the steps done when it finished or stopped early
-  std::vector<float> final_params;      // once done
-  double wall = 0;                      // the ensemble's seconds when it was done
+  std::optional<std::int64_t> done_at;       // the steps done when it finished or stopped early
+  std::vector<float> final_params;           // once done
+  double wall = 0;                           // the ensemble's seconds when it was done
+  std::vector<std::int64_t> snapshot_steps;  // save_attention_at, sorted
 };
 
 template <template <Shape, class> class MixerT, Shape S>
@@ -114,6 +120,7 @@ class EnsembleTrainer {
       const SequenceTask& task = *m.setup.task;
       append(weights, task.full_loss_weights());
       append(predictable_weights, task.predictable_loss_weights());
+      targets_.push_back(task.attention_target());
       std::vector<float> pattern = task.attention_target();
       pattern.resize(std::size_t(T) * T, 0.0f);  // a task without a target pattern: no bias
       append(patterns, pattern);
@@ -165,26 +172,45 @@ class EnsembleTrainer {
                 std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
         step_.upload_batch(inputs, targets);
       }
-      step_.run(steps, lrs);  // returns at once: the device runs on
-      bool any = false;       // does a member log, checkpoint or finish at this step?
-      for (const EnsembleMember& m : members_) any = any || (!m.done_at && records(m, m.start + t));
+      step_.run(steps, lrs);                    // returns at once: the device runs on
+      bool any = false, attention = false;      // does a member log, checkpoint, finish, or
+      for (const EnsembleMember& m : members_)  // read its attention at this step?
+        if (!m.done_at) {
+          any = any || records(m, m.start + t);
+          attention = attention || analysed(m, m.start + t) || snapshot(m, m.start + t);
+        }
       if (any) {  // the host waits here, and only here
         const std::vector<MemberReport> report = step_.report(predictable);
         check_finite(report);
+        const std::vector<double> maps =
+            attention ? step_.model.batch_averaged_attention() : std::vector<double>();
+        const std::size_t per_member = maps.size() / E;
         for (int e = 0; e < E; ++e) {
           EnsembleMember& m = members_[e];
           const std::int64_t step = steps[e];
           if (m.done_at) continue;
+          const MemberReport& r = report[e];
+          const std::span<const double> map =
+              std::span(maps).subspan(std::size_t(e) * per_member, per_member);
+          if (snapshot(m, step) && !map.empty())
+            write_attention_snapshot(m.run_dir, step, S.layers, S.heads, T,
+                                     std::vector<float>(map.begin(), map.end()), targets_[e],
+                                     r.loss);
           if (step % m.config.log_every == 0) {
-            const MemberReport& r = report[e];
             nlohmann::json row = metrics_row(step, r.loss, m.setup.predictable_name, r.part_loss,
                                              r.part_accuracy, lrs[e], r.gradient_norm,
                                              seconds_since(started) + m.history.wall_offset);
+            if (analysed(m, step) && !map.empty())
+              row.update(
+                  to_json(analyse_patterns(by_layer(map), S.heads, T, *m.setup.task, targets_[e])));
             if (!m.changed_on_resume.empty())  // the first row after a resume that extended it
               row["changed_on_resume"] =
                   std::exchange(m.changed_on_resume, nlohmann::json::object());
+            if (m.config.eval_every > 0 && step % m.config.eval_every == 0)
+              row.update(held_out_columns(m.setup.predictable_name, held_out(e)));
             append_metrics_row(metrics[e], m.run_dir, row);
-            m.history.add(step, row.at(m.setup.thresholds.metric).get<double>(), r.loss);
+            if (row.contains(m.setup.thresholds.metric))
+              m.history.add(step, row.at(m.setup.thresholds.metric).get<double>(), r.loss);
           }
           if (m.history.stopped_below(m.config.stop_below) || step + 1 == m.config.steps) {
             finish(e, step + 1);
@@ -252,19 +278,14 @@ class EnsembleTrainer {
               "field 'mixer' is " + c.mixer + ", not the compiled ensemble's " +
                   std::string(Net::Mixer::name));
       require(c.shape == S, where[e], "shape does not match the compiled ensemble");
-      require(c.save_attention_at.empty(), where[e],
-              "field 'save_attention_at' is not supported on the device backend: leave it "
-              "empty, or train with --backend cpu");
-      require(c.eval_every == 0, where[e],
-              "field 'eval_every' is not supported on the device backend: leave it 0, or train "
-              "with --backend cpu");
       require(c.init_from.empty(), where[e],
               "field 'init_from' is not supported on the device backend yet: leave it empty, or "
               "train the stage with --backend cpu");
       EnsembleMember m;
       m.config = c;
       m.run_dir = dirs[e];
-      m.setup = make_task(c, where[e]);
+      m.setup = with_emergence_source(make_task(c, where[e]), c);
+      m.snapshot_steps = attention_snapshot_steps(c.save_attention_at, where[e]);
       require(!m.setup.task->weights_per_sequence(), where[e],
               "task " + c.task +
                   " has loss weights per sequence, not supported on the device backend yet: "
@@ -299,7 +320,30 @@ class EnsembleTrainer {
   // Whether member m's step `step` logs, checkpoints or is its last.
   static bool records(const EnsembleMember& m, std::int64_t step) {
     return step % m.config.log_every == 0 || (step + 1) % m.config.checkpoint_every == 0 ||
-           step + 1 == m.config.steps;
+           step + 1 == m.config.steps || snapshot(m, step);
+  }
+  // Whether member m's step `step` is a logged row with the attention analysis, as the CPU's.
+  static bool analysed(const EnsembleMember& m, std::int64_t step) {
+    return step % m.config.log_every == 0 && step % m.config.analysis_every == 0;
+  }
+  static bool snapshot(const EnsembleMember& m, std::int64_t step) {
+    return std::binary_search(m.snapshot_steps.begin(), m.snapshot_steps.end(), step);
+  }
+  // One member's batch-averaged maps [layer][head * T * T], as analyse_patterns takes them.
+  std::vector<std::vector<double>> by_layer(std::span<const double> map) const {
+    std::vector<std::vector<double>> layers;
+    const std::size_t per_layer = map.size() / S.layers;
+    for (int l = 0; l < S.layers; ++l)
+      layers.emplace_back(map.begin() + l * per_layer, map.begin() + (l + 1) * per_layer);
+    return layers;
+  }
+  // Member e's losses on its fixed held-out set, now (after this step's update, as the CPU's):
+  // the CPU forward of its parameters (train/compiled_model.hpp).
+  EvalResult held_out(int e) {
+    const EnsembleMember& m = members_[e];
+    const std::vector<float> params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
+    return held_out_losses<Net>(params, *m.setup.task, m.config.seed, batch_, m.config.eval_batches,
+                                float(m.config.bias), held_out_workspace_);
   }
 
   // Member e is done after `steps_done` steps (its last step, or its early stop): its checkpoint
@@ -462,6 +506,8 @@ class EnsembleTrainer {
   std::vector<EnsembleMember> members_;
   int batch_, length_;
   EnsembleStep<MixerT, S> step_;
+  std::vector<std::vector<float>> targets_;  // each member's task's attention target [T, T]
+  typename Net::Workspace held_out_workspace_;
 };
 
 }  // namespace emergent::cuda
