@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   CLI::App app{"emergent: emergence of sparse attention patterns in tiny sequence models"};
   app.require_subcommand(1);
   const emergent::cli::TrainCommands train(app, EMERGENT_SHAPE_COMPILER_INFO);
-  const emergent::cli::SweepCommands sweep(app);
+  const emergent::cli::SweepCommands sweep(app, EMERGENT_SHAPE_COMPILER_INFO);
   app.add_subcommand("shapes", "list the prebuilt shapes (others are compiled on demand)");
   const emergent::cli::PythiaCommands pythia(app);
   const emergent::cli::SelfPretrainingCommands spt(app);

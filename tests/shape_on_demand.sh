@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A shape outside the prebuilt registry, compiled on demand (ctest shape_on_demand): the first
-# use compiles it into an empty cache (one "compiling ..." line), trains and evaluates; the second
+# use compiles it into an empty cache (one "compiling ..." line), trains and evaluates; so does
+# the device backend's program (--backend thrust-omp) for that shape; the second
 # use of the same shape starts at once from the cache and gives the same numbers; a header edited
 # after the build is refused in one line, not met with the build's stale precompiled header.
 #   tests/shape_on_demand.sh path/to/emergent
@@ -15,6 +16,22 @@ args=(--S 4 --s 2 --d-model 32 --heads 8 --d-ff 64 --steps 20 --batch-tokens 128
 grep -q "^compiling dot_attention vocab=2 d_model=32 heads=8 layers=1 d_ff=64 max_len=64" "$dir/first.err"
 grep -q "^compiled .* in [0-9.]* s" "$dir/first.err"
 test "$(ls "$dir/cache" | wc -l)" -eq 1
+
+# The device backend at the same shape: its program compiled on demand as well (one line), the
+# ensemble of seeds 0 and 1 following the CPU's run of seed 0.
+"$cli" train "${args[@]}" --seeds 0-1 --backend thrust-omp --out "$dir/device" > /dev/null \
+  2> "$dir/device.err"
+grep -q "^compiling dot_attention vocab=2 d_model=32 heads=8 layers=1 d_ff=64 max_len=64 for --backend thrust-omp" "$dir/device.err"
+python3 - "$dir" <<'PY'
+import json, sys
+cpu, device = ([json.loads(line) for line in open(f"{sys.argv[1]}/{run}/metrics.jsonl")]
+               for run in ("first", "device/seed_0"))
+assert [r["step"] for r in cpu] == [r["step"] for r in device], (cpu, device)
+worst = max(abs(a["loss"] - b["loss"]) for a, b in zip(cpu, device))
+print(f"device program compiled on demand: worst |loss - cpu loss| {worst:.2e}")
+assert worst < 1e-4, worst
+PY
+test "$(ls "$dir/cache" | wc -l)" -eq 2
 
 start=$(date +%s%N)
 "$cli" train "${args[@]}" --out "$dir/second" > "$dir/second.txt" 2> "$dir/second.err"

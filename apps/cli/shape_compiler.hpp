@@ -214,111 +214,172 @@ inline std::string shape_source(const std::string& mixer, const Shape& s) {
   return source;
 }
 
+namespace shape_compiler_detail {
+
+// shape_compiler.json (written by CMake), and the compile command of `reference_source` from the
+// build's compile_commands.json without its "-o OBJECT" and "-c SOURCE".
+struct BuildCommand {
+  std::filesystem::path source_dir;
+  std::vector<std::string> flags;
+  std::string directory;
+};
+inline nlohmann::json read_compiler_info(const std::filesystem::path& compiler_info) {
+  try {
+    return nlohmann::json::parse(read_file(compiler_info));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(compiler_info.string() + ": not valid JSON (" + e.what() + ")");
+  }
+}
+inline BuildCommand build_command(const nlohmann::json& info, const std::string& reference) {
+  BuildCommand b{info.at("source_dir").get<std::string>(), {}, {}};
+  const std::string commands_file = info.at("compile_commands").get<std::string>();
+  nlohmann::json commands;
+  try {
+    commands = nlohmann::json::parse(read_file(commands_file));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(commands_file + ": not valid JSON (" + e.what() + ")");
+  }
+  std::vector<std::string> compile;
+  for (const auto& c : commands)
+    if (c.at("file").get<std::string>() == reference) {
+      compile = split_command(c.at("command").get<std::string>());
+      b.directory = c.at("directory").get<std::string>();
+    }
+  require(!compile.empty(), commands_file,
+          "holds no command for " + reference + "; rebuild the project (make build)");
+  for (std::size_t i = 0; i < compile.size(); ++i) {
+    if (compile[i] == "-o" || compile[i] == "-c") {
+      ++i;
+      continue;
+    }
+    b.flags.push_back(compile[i]);
+  }
+  return b;
+}
+
+// The program built from the generated translation unit `source` (saved as folder/source_name)
+// with `b`'s flags, linked with `objects` and `link_flags`: from the cache if it is there, else
+// compiled now. Its folder is cache_root()/<stem>-<key>, the key a hash of everything that goes
+// into it (the source, the flags, the objects and the header trees `trees` below source_dir).
+inline std::filesystem::path cached_program(const std::string& what, const std::string& stem,
+                                            const std::string& source,
+                                            const std::string& source_name, const BuildCommand& b,
+                                            const std::vector<std::string>& objects,
+                                            const std::vector<std::string>& link_flags,
+                                            const std::vector<std::string>& trees) {
+  std::vector<std::filesystem::path> artifacts = precompiled_headers(b.flags, b.directory);
+  artifacts.insert(artifacts.end(), objects.begin(), objects.end());
+  require_built_from_current_sources(b.source_dir, b.directory, artifacts);
+  Sha256 hash;
+  hash.update(source);
+  for (const std::string& f : b.flags) hash.update(f + '\0');
+  for (const std::string& f : link_flags) hash.update(f + '\0');
+  for (const std::string& o : objects) hash.update(read_file(o));
+  for (const std::string& tree : trees) hash_tree(hash, b.source_dir / tree);
+  const std::filesystem::path folder =
+      cache_root() / (stem + "-" + hash.hex_digest().substr(0, 16));
+  const std::filesystem::path program = folder / "program";
+  if (std::filesystem::exists(program)) return program;
+
+  std::filesystem::create_directories(folder);
+  const int lock = ::open((folder / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  require(lock >= 0, folder.string(), "cannot create the compile lock");
+  ::flock(lock, LOCK_EX);  // another process may be compiling this very program: wait for it
+  if (std::filesystem::exists(program)) {
+    ::close(lock);
+    return program;
+  }
+  std::fprintf(stderr, "compiling %s (cached for next time in %s) ...\n", what.c_str(),
+               folder.string().c_str());
+  const auto started = std::chrono::steady_clock::now();
+  {
+    std::ofstream out(folder / source_name);
+    out << source;
+  }
+  const std::filesystem::path log = folder / "build.log";
+  std::filesystem::remove(log);
+  std::vector<std::string> compile_command = b.flags;
+  compile_command.push_back("-I" + (b.source_dir / "apps").string());
+  for (const std::string& a : {std::string("-o"), (folder / "program.o").string(),
+                               std::string("-c"), (folder / source_name).string()})
+    compile_command.push_back(a);
+  const bool compiled = run_logged(compile_command, log, b.directory) == 0;
+  std::vector<std::string> link_command = {b.flags.front(), (folder / "program.o").string()};
+  link_command.insert(link_command.end(), objects.begin(), objects.end());
+  link_command.insert(link_command.end(), link_flags.begin(), link_flags.end());
+  link_command.push_back("-o");
+  link_command.push_back((folder / "program.tmp").string());
+  const bool linked = compiled && run_logged(link_command, log, b.directory) == 0;
+  if (!linked) {
+    ::close(lock);
+    throw Error("compiling " + what + " failed; the compiler's output is in " + log.string());
+  }
+  std::filesystem::rename(folder / "program.tmp", program);
+  std::filesystem::remove(folder / "program.o");
+  ::close(lock);
+  std::fprintf(stderr, "compiled %s in %.1f s\n", what.c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return program;
+}
+
+inline std::string shape_stem(const std::string& mixer, const Shape& shape) {
+  return mixer + "-V" + std::to_string(shape.vocab) + "-D" + std::to_string(shape.d_model) + "-H" +
+         std::to_string(shape.heads) + "-L" + std::to_string(shape.layers) + "-F" +
+         std::to_string(shape.d_ff) + "-T" + std::to_string(shape.max_len);
+}
+
+inline std::string shape_literal(const Shape& s) {
+  return "emergent::Shape{.vocab = " + std::to_string(s.vocab) +
+         ", .d_model = " + std::to_string(s.d_model) + ", .heads = " + std::to_string(s.heads) +
+         ", .layers = " + std::to_string(s.layers) + ", .d_ff = " + std::to_string(s.d_ff) +
+         ", .max_len = " + std::to_string(s.max_len) + "}";
+}
+
+}  // namespace shape_compiler_detail
+
 // The cached program for (mixer, shape), compiled first if it is not there.
 inline std::filesystem::path compiled_shape_program(const std::filesystem::path& compiler_info,
                                                     const std::string& mixer, const Shape& shape) {
   namespace detail = shape_compiler_detail;
   require(shape.valid(), describe(mixer, shape),
           "is not a valid shape (heads must divide d_model)");
-  nlohmann::json info;
-  try {
-    info = nlohmann::json::parse(detail::read_file(compiler_info));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(compiler_info.string() + ": not valid JSON (" + e.what() + ")");
-  }
-  const std::filesystem::path source_dir = info.at("source_dir").get<std::string>();
-  const std::string reference = info.at("reference_source").get<std::string>();
-  nlohmann::json commands;
-  try {
-    commands =
-        nlohmann::json::parse(detail::read_file(info.at("compile_commands").get<std::string>()));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(info.at("compile_commands").get<std::string>() + ": not valid JSON (" + e.what() +
-                ")");
-  }
-  std::vector<std::string> compile;
-  std::string directory;
-  for (const auto& c : commands)
-    if (c.at("file").get<std::string>() == reference) {
-      compile = detail::split_command(c.at("command").get<std::string>());
-      directory = c.at("directory").get<std::string>();
-    }
-  require(!compile.empty(), info.at("compile_commands").get<std::string>(),
-          "holds no command for " + reference + "; rebuild the project (make build)");
-  // Drop "-o OBJECT" and "-c SOURCE": ours are added below.
-  std::vector<std::string> flags;
-  for (std::size_t i = 0; i < compile.size(); ++i) {
-    if (compile[i] == "-o" || compile[i] == "-c") {
-      ++i;
-      continue;
-    }
-    flags.push_back(compile[i]);
-  }
-  const std::vector<std::string> objects =
-      info.at("program_objects").get<std::vector<std::string>>();
-  const std::vector<std::string> link_flags = info.at("link_flags").get<std::vector<std::string>>();
+  const nlohmann::json info = detail::read_compiler_info(compiler_info);
+  const detail::BuildCommand b =
+      detail::build_command(info, info.at("reference_source").get<std::string>());
+  return detail::cached_program(
+      describe(mixer, shape), detail::shape_stem(mixer, shape), shape_source(mixer, shape),
+      "shape.cpp", b, info.at("program_objects").get<std::vector<std::string>>(),
+      info.at("link_flags").get<std::vector<std::string>>(), {"include/emergent", "apps/registry"});
+}
 
-  std::vector<std::filesystem::path> artifacts = detail::precompiled_headers(flags, directory);
-  artifacts.insert(artifacts.end(), objects.begin(), objects.end());
-  detail::require_built_from_current_sources(source_dir, directory, artifacts);
-  const std::string source = shape_source(mixer, shape);
-  Sha256 hash;
-  hash.update(source);
-  for (const std::string& f : flags) hash.update(f + '\0');
-  for (const std::string& f : link_flags) hash.update(f + '\0');
-  for (const std::string& o : objects) hash.update(detail::read_file(o));
-  detail::hash_tree(hash, source_dir / "include" / "emergent");
-  detail::hash_tree(hash, source_dir / "apps" / "registry");
-  const std::string key = hash.hex_digest().substr(0, 16);
-
-  const std::filesystem::path folder =
-      detail::cache_root() /
-      (mixer + "-V" + std::to_string(shape.vocab) + "-D" + std::to_string(shape.d_model) + "-H" +
-       std::to_string(shape.heads) + "-L" + std::to_string(shape.layers) + "-F" +
-       std::to_string(shape.d_ff) + "-T" + std::to_string(shape.max_len) + "-" + key);
-  const std::filesystem::path program = folder / "emergent-shape";
-  if (std::filesystem::exists(program)) return program;
-
-  std::filesystem::create_directories(folder);
-  const int lock = ::open((folder / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  require(lock >= 0, folder.string(), "cannot create the compile lock");
-  ::flock(lock, LOCK_EX);  // another process may be compiling this very shape: wait for it
-  if (std::filesystem::exists(program)) {
-    ::close(lock);
-    return program;
-  }
-  std::fprintf(stderr, "compiling %s (cached for next time in %s) ...\n",
-               describe(mixer, shape).c_str(), folder.string().c_str());
-  const auto started = std::chrono::steady_clock::now();
-  {
-    std::ofstream out(folder / "shape.cpp");
-    out << source;
-  }
-  const std::filesystem::path log = folder / "build.log";
-  std::filesystem::remove(log);
-  std::vector<std::string> compile_command = flags;
-  compile_command.push_back("-I" + (source_dir / "apps").string());
-  for (const std::string& a : {std::string("-o"), (folder / "shape.o").string(), std::string("-c"),
-                               (folder / "shape.cpp").string()})
-    compile_command.push_back(a);
-  const bool compiled = detail::run_logged(compile_command, log, directory) == 0;
-  std::vector<std::string> link_command = {flags.front(), (folder / "shape.o").string()};
-  link_command.insert(link_command.end(), objects.begin(), objects.end());
-  link_command.insert(link_command.end(), link_flags.begin(), link_flags.end());
-  link_command.push_back("-o");
-  link_command.push_back((folder / "emergent-shape.tmp").string());
-  const bool linked = compiled && detail::run_logged(link_command, log, directory) == 0;
-  if (!linked) {
-    ::close(lock);
-    throw Error("compiling " + describe(mixer, shape) + " failed; the compiler's output is in " +
-                log.string());
-  }
-  std::filesystem::rename(folder / "emergent-shape.tmp", program);
-  std::filesystem::remove(folder / "shape.o");
-  ::close(lock);
-  std::fprintf(stderr, "compiled %s in %.1f s\n", describe(mixer, shape).c_str(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  return program;
+// The device backend's program (apps/device/ensemble.cpp, its ensemble.cu under CUDA) compiled
+// for one (mixer, shape) that the prebuilt emergent_ensemble_<backend> lacks: the program's own
+// source with EMERGENT_DEVICE_SHAPE and EMERGENT_DEVICE_MIXER defined, with the build's command
+// for that program; cached as shapes are.
+inline std::filesystem::path compiled_device_program(const std::filesystem::path& compiler_info,
+                                                     const std::string& backend,
+                                                     const std::string& mixer, const Shape& shape) {
+  namespace detail = shape_compiler_detail;
+  const std::string what = describe(mixer, shape) + " for --backend " + backend;
+  require(!compiler_info.empty(), what,
+          "is not compiled into this build's device program, and this program cannot compile it");
+  require(shape.valid(), what, "is not a valid shape (heads must divide d_model)");
+  const nlohmann::json info = detail::read_compiler_info(compiler_info);
+  require(info.contains("device") && info["device"].contains(backend), compiler_info.string(),
+          "names no device program for --backend " + backend + "; rebuild (make build)");
+  const nlohmann::json& device = info["device"][backend];
+  const std::string reference = device.at("reference_source").get<std::string>();
+  const detail::BuildCommand b = detail::build_command(info, reference);
+  const MixerInfo& m = find_mixer(mixer, "--backend " + backend);
+  const std::string source =
+      "// Generated by `emergent` (apps/cli/shape_compiler.hpp): the device program for " + what +
+      "\n#define EMERGENT_DEVICE_SHAPE " + detail::shape_literal(shape) +
+      "\n#define EMERGENT_DEVICE_MIXER " + m.mixer_template + "\n#include \"" + reference + "\"\n";
+  const std::string extension = std::filesystem::path(reference).extension().string();
+  return detail::cached_program(what, backend + "-" + detail::shape_stem(mixer, shape), source,
+                                "program" + extension, b, {},
+                                device.at("link_flags").get<std::vector<std::string>>(),
+                                {"include/emergent", "apps/registry", "apps/device", "apps/cli"});
 }
 
 // Replaces this process by `program` with the same arguments.

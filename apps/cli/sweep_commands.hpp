@@ -85,7 +85,9 @@ inline int available_cores() {
 
 class SweepCommands {
  public:
-  explicit SweepCommands(CLI::App& app) {
+  // compiler_info: shape_compiler.json, for device programs of shapes not prebuilt.
+  explicit SweepCommands(CLI::App& app, std::filesystem::path compiler_info = {})
+      : compiler_info_(std::move(compiler_info)) {
     sweep_ = app.add_subcommand(
         "sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
     sweep_->add_option("file", file_, "sweep file (.toml or .json)");
@@ -339,12 +341,11 @@ class SweepCommands {
   // program in one line, and the sweep goes on with the others. Rows as for the CPU.
   int run_ensembles(const std::filesystem::path& dir, const std::vector<const PlannedRun*>& todo,
                     const std::filesystem::path& rows_file) const {
-    const std::filesystem::path program = ensemble_program(backend_);
     for (const PlannedRun* r : todo)
       require(!is_self_pretraining(r->config) && !is_language_model(r->config),
               "run " + r->id + " {" + r->label + "}",
               "self-pretraining and language-model runs train with --backend cpu only");
-    const double memory = device_memory(program, dir);
+    const double memory = device_memory(ensemble_program(backend_), dir);
     const auto max_members = [&](const TrainConfig& config) {
       const double each = estimated_training_bytes(config, 1);
       std::size_t n = memory > 0 ? std::size_t(0.8 * memory / each) : std::size_t(1) << 20;
@@ -369,6 +370,9 @@ class SweepCommands {
                                group.front()->label + "}";
       if (!quiet_) std::fprintf(stderr, "sweep: an %s\n", what.c_str());
       try {
+        const TrainConfig config = train_config_from_json(group.front()->config, what);
+        const std::filesystem::path program =
+            device_program(backend_, config.mixer, config.shape, compiler_info_);
         run_child(program.string(), {"--configs", configs, "--run-dirs", run_dirs, "--quiet"},
                   (first / "ensemble.log").string(), what);
         for (const PlannedRun* r : group)
@@ -443,6 +447,7 @@ class SweepCommands {
   CLI::App *sweep_ = nullptr, *status_ = nullptr, *collect_ = nullptr, *summarize_ = nullptr;
   std::string file_, out_, shard_, dir_, json_, backend_ = "cpu";
   std::size_t max_members_ = 0;  // 0: as memory allows
+  std::filesystem::path compiler_info_;
   std::vector<std::string> by_;
   static constexpr int kMaxJobs = 4096;
   int jobs_ = 0;  // 0: cores / threads per run

@@ -184,7 +184,8 @@ class TrainCommands {
       require_memory_fits(estimated_training_bytes(c, members), machine_memory_bytes(),
                           "this machine's memory", "--seeds " + seeds_,
                           std::to_string(members) + " seeds, batch_tokens and the shape");
-    const std::filesystem::path program = ensemble_program(backend_);
+    const std::filesystem::path program =
+        device_program(backend_, c.mixer, c.shape, compiler_info_);
     std::filesystem::create_directories(out_);
     const std::filesystem::path config = std::filesystem::path(out_) / "ensemble-config.json";
     write_text_atomically(config, to_json(c).dump(2) + "\n");

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <emergent/train/ensemble_trainer.cuh>
 #include <emergent/train/memory_estimate.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,41 @@ int train(const std::vector<TrainConfig>& configs, const std::vector<std::filesy
         summaries[e].final_loss, summaries[e].final_metric, summaries[e].eval.loss);
   return 0;
 }
+
+// The mixers with a device twin (cuda/mixer.cuh) at shape S, by their config name; nullopt when
+// the configs ask for another shape or mixer.
+template <Shape S>
+std::optional<int> train_at(const std::vector<TrainConfig>& configs,
+                            const std::vector<std::filesystem::path>& dirs, bool quiet) {
+  const TrainConfig& c = configs.front();
+  if (!(c.shape == S)) return std::nullopt;
+#ifdef EMERGENT_DEVICE_MIXER
+  if (c.mixer == EMERGENT_DEVICE_MIXER<S, float>::name)
+    return train<EMERGENT_DEVICE_MIXER, S>(configs, dirs, quiet);
+#else
+  if (c.mixer == "dot_attention") return train<emergent::DotAttention, S>(configs, dirs, quiet);
+  if (c.mixer == "mlp_mixer") return train<emergent::MlpMixer, S>(configs, dirs, quiet);
+  if (c.mixer == "mamba") return train<emergent::Mamba, S>(configs, dirs, quiet);
+#endif
+  return std::nullopt;
+}
+
+// What this program has: a program compiled on demand for one shape and mixer
+// (apps/cli/shape_compiler.hpp's compiled_device_program defines these two), or the prebuilt
+// program with the registry's two shapes and every mixer that has a device twin.
+#ifdef EMERGENT_DEVICE_SHAPE
+constexpr Shape kCompiledShape = EMERGENT_DEVICE_SHAPE;
+const std::string kCompiledText =
+    "a program compiled for " +
+    emergent::cli::describe(std::string(EMERGENT_DEVICE_MIXER<kCompiledShape, float>::name),
+                            kCompiledShape) +
+    " only";
+#else
+const std::string kCompiledText = "dot_attention, mlp_mixer and mamba at" +
+                                  emergent::cli::describe("", emergent::cli::kLinearMapShape) +
+                                  " and at" +
+                                  emergent::cli::describe("", emergent::cli::kAutomatonShape);
+#endif
 
 }  // namespace
 
@@ -130,27 +166,17 @@ int main(int argc, char** argv) {
         EMERGENT_DEVICE_IS_CUDA ? "the GPU's free memory" : "this machine's memory",
         "an ensemble of " + std::to_string(configs.size()) + " runs",
         std::to_string(configs.size()) + " members, batch_tokens and the shape");
+#ifdef EMERGENT_DEVICE_SHAPE
+    if (const auto rc = train_at<kCompiledShape>(configs, dirs, quiet)) return *rc;
+#else
     using emergent::cli::kAutomatonShape, emergent::cli::kLinearMapShape;
-    const bool linear_map = config.shape == kLinearMapShape,
-               automaton = config.shape == kAutomatonShape;
-    if (config.mixer == "dot_attention" && linear_map)
-      return train<emergent::DotAttention, kLinearMapShape>(configs, dirs, quiet);
-    if (config.mixer == "dot_attention" && automaton)
-      return train<emergent::DotAttention, kAutomatonShape>(configs, dirs, quiet);
-    if (config.mixer == "mlp_mixer" && linear_map)
-      return train<emergent::MlpMixer, kLinearMapShape>(configs, dirs, quiet);
-    if (config.mixer == "mlp_mixer" && automaton)
-      return train<emergent::MlpMixer, kAutomatonShape>(configs, dirs, quiet);
-    if (config.mixer == "mamba" && linear_map)
-      return train<emergent::Mamba, kLinearMapShape>(configs, dirs, quiet);
-    if (config.mixer == "mamba" && automaton)
-      return train<emergent::Mamba, kAutomatonShape>(configs, dirs, quiet);
-    throw emergent::Error(
-        first + ": " + emergent::cli::describe(config.mixer, config.shape) +
-        " is not compiled for the device backend (it has dot_attention, mlp_mixer and mamba at " +
-        emergent::cli::describe("", kLinearMapShape).substr(1) + " and " +
-        emergent::cli::describe("", kAutomatonShape).substr(1) +
-        "); add a line to apps/device/ensemble.cpp, or train with --backend cpu");
+    if (const auto rc = train_at<kLinearMapShape>(configs, dirs, quiet)) return *rc;
+    if (const auto rc = train_at<kAutomatonShape>(configs, dirs, quiet)) return *rc;
+#endif
+    throw emergent::Error(first + ": " + emergent::cli::describe(config.mixer, config.shape) +
+                          " is not compiled into this program (" + kCompiledText +
+                          "): `emergent train` and `emergent sweep` compile a device program for "
+                          "it on demand; or train with --backend cpu");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -4,7 +4,7 @@
 // on demand. tests/test_experiment.cpp ("the mixer catalog matches the mixer types") checks every
 // line against the mixer types themselves.
 // To add a mixer: its header, its reference and tests, one line here and a file in
-// apps/registry/ for prebuilt shapes.
+// apps/registry/ for prebuilt shapes (and for the device backend its twin, cuda/mixer.cuh).
 #pragma once
 
 #include <emergent/core/error.hpp>
@@ -20,6 +20,7 @@ struct MixerInfo {
   std::string channel_template;       // template <Shape, class Real> of the channel mixer
   bool takes_attention_bias = false;  // has attention logits that `bias` is added to
   bool uses_heads = false;            // reads Shape::heads (the others ignore it)
+  bool device_twin = false;           // has a device twin (cuda/mixer.cuh): --backend cuda
 };
 
 inline const std::vector<MixerInfo>& mixer_catalog() {
@@ -29,19 +30,22 @@ inline const std::vector<MixerInfo>& mixer_catalog() {
        "emergent::DotAttention",
        "emergent::GeluMlp",
        true,
+       true,
        true},
       {"mlp_mixer",
        {"emergent/mixers/mlp_mixer.hpp"},
        "emergent::MlpMixer",
        "emergent::GeluMlp",
        false,
-       false},
+       false,
+       true},
       {"mamba",
        {"emergent/mixers/mamba.hpp"},
        "emergent::Mamba",
        "emergent::GeluMlp",
        false,
-       false},
+       false,
+       true},
       {"gated_deltanet",
        {"emergent/mixers/gated_deltanet.hpp"},
        "emergent::GatedDeltaNet",
