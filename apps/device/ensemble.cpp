@@ -13,7 +13,8 @@
 // what they may differ in), as `emergent sweep --backend` packs a sweep's runs. --memory prints
 // the bytes an ensemble may take here (the sweep sizes its ensembles by it). Compiled here: the
 // linear-map and automaton shapes of the registry (apps/registry/registry.hpp) with each mixer
-// that has a device twin (cuda/mixer.cuh).
+// that has a device twin (cuda/mixer.cuh); rwkv with its channel mixing (RwkvChannelMix), as
+// apps/registry/rwkv.cpp registers it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <emergent/train/ensemble_trainer.cuh>
@@ -41,10 +42,11 @@ double device_memory_bytes() {
 #endif
 }
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
 int train(const std::vector<TrainConfig>& configs, const std::vector<std::filesystem::path>& dirs,
           bool quiet) {
-  emergent::cuda::EnsembleTrainer<MixerT, S> trainer(configs, dirs, !quiet);
+  emergent::cuda::EnsembleTrainer<MixerT, S, ChannelT> trainer(configs, dirs, !quiet);
   const std::vector<emergent::RunSummary> summaries = trainer.run();
   for (std::size_t e = 0; e < configs.size(); ++e)
     std::printf(
@@ -145,12 +147,16 @@ int main(int argc, char** argv) {
       return train<emergent::Mamba, kLinearMapShape>(configs, dirs, quiet);
     if (config.mixer == "mamba" && automaton)
       return train<emergent::Mamba, kAutomatonShape>(configs, dirs, quiet);
-    throw emergent::Error(
-        first + ": " + emergent::cli::describe(config.mixer, config.shape) +
-        " is not compiled for the device backend (it has dot_attention, mlp_mixer and mamba at " +
-        emergent::cli::describe("", kLinearMapShape).substr(1) + " and " +
-        emergent::cli::describe("", kAutomatonShape).substr(1) +
-        "); add a line to apps/device/ensemble.cpp, or train with --backend cpu");
+    if (config.mixer == "rwkv" && linear_map)
+      return train<emergent::Rwkv, kLinearMapShape, emergent::RwkvChannelMix>(configs, dirs, quiet);
+    if (config.mixer == "rwkv" && automaton)
+      return train<emergent::Rwkv, kAutomatonShape, emergent::RwkvChannelMix>(configs, dirs, quiet);
+    throw emergent::Error(first + ": " + emergent::cli::describe(config.mixer, config.shape) +
+                          " is not compiled for the device backend (it has dot_attention, "
+                          "mlp_mixer, mamba and rwkv at " +
+                          emergent::cli::describe("", kLinearMapShape).substr(1) + " and " +
+                          emergent::cli::describe("", kAutomatonShape).substr(1) +
+                          "); add a line to apps/device/ensemble.cpp, or train with --backend cpu");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -68,10 +68,11 @@ struct EnsembleMember {
   double wall = 0;                      // the ensemble's seconds when it was done
 };
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = ::emergent::GeluMlp>
 class EnsembleTrainer {
  public:
-  using Device = EnsembleModel<MixerT, S>;
+  using Device = EnsembleModel<MixerT, S, ChannelT>;
   using Net = typename Device::Cpu;
   static constexpr std::size_t P = Device::P;
 
@@ -461,7 +462,7 @@ class EnsembleTrainer {
   std::chrono::steady_clock::time_point started_;
   std::vector<EnsembleMember> members_;
   int batch_, length_;
-  EnsembleStep<MixerT, S> step_;
+  EnsembleStep<MixerT, S, ChannelT> step_;
 };
 
 }  // namespace emergent::cuda
