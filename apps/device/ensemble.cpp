@@ -13,10 +13,12 @@
 // what they may differ in), as `emergent sweep --backend` packs a sweep's runs. --memory prints
 // the bytes an ensemble may take here (the sweep sizes its ensembles by it). Compiled here: the
 // linear-map and automaton shapes of the registry (apps/registry/registry.hpp) with each mixer
-// that has a device twin (cuda/mixer.cuh).
+// that has a device twin (cuda/mixer.cuh); rwkv with its channel mixing (RwkvChannelMix), as
+// apps/registry/rwkv.cpp registers it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <emergent/train/ensemble_trainer.cuh>
+#include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <optional>
 #include <string>
@@ -42,10 +44,11 @@ double device_memory_bytes() {
 #endif
 }
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
 int train(const std::vector<TrainConfig>& configs, const std::vector<std::filesystem::path>& dirs,
           bool quiet) {
-  emergent::cuda::EnsembleTrainer<MixerT, S> trainer(configs, dirs, !quiet);
+  emergent::cuda::EnsembleTrainer<MixerT, S, ChannelT> trainer(configs, dirs, !quiet);
   const std::vector<emergent::RunSummary> summaries = trainer.run();
   for (std::size_t e = 0; e < configs.size(); ++e)
     std::printf(
@@ -65,17 +68,19 @@ std::optional<int> train_at(const std::vector<TrainConfig>& configs,
   if (!(c.shape == S)) return std::nullopt;
 #ifdef EMERGENT_DEVICE_MIXER
   if (c.mixer == EMERGENT_DEVICE_MIXER<S, float>::name)
-    return train<EMERGENT_DEVICE_MIXER, S>(configs, dirs, quiet);
+    return train<EMERGENT_DEVICE_MIXER, S, EMERGENT_DEVICE_CHANNEL>(configs, dirs, quiet);
 #else
   if (c.mixer == "dot_attention") return train<emergent::DotAttention, S>(configs, dirs, quiet);
   if (c.mixer == "mlp_mixer") return train<emergent::MlpMixer, S>(configs, dirs, quiet);
   if (c.mixer == "mamba") return train<emergent::Mamba, S>(configs, dirs, quiet);
+  if (c.mixer == "rwkv") return train<emergent::Rwkv, S, emergent::RwkvChannelMix>(configs, dirs, quiet);
 #endif
   return std::nullopt;
 }
 
 // What this program has: a program compiled on demand for one shape and mixer
-// (apps/cli/shape_compiler.hpp's compiled_device_program defines these two), or the prebuilt
+// (apps/cli/shape_compiler.hpp's compiled_device_program defines EMERGENT_DEVICE_SHAPE, _MIXER
+// and _CHANNEL), or the prebuilt
 // program with the registry's two shapes and every mixer that has a device twin.
 #ifdef EMERGENT_DEVICE_SHAPE
 constexpr Shape kCompiledShape = EMERGENT_DEVICE_SHAPE;

@@ -13,9 +13,12 @@
 #include <emergent/cuda/mamba.cuh>
 #include <emergent/cuda/mixer.cuh>
 #include <emergent/cuda/mlp_mixer.cuh>
+#include <emergent/cuda/rwkv.cuh>
+#include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/reference/dot_attention.hpp>
 #include <emergent/reference/mamba.hpp>
 #include <emergent/reference/mlp_mixer.hpp>
+#include <emergent/reference/rwkv.hpp>
 #include <span>
 #include <vector>
 
@@ -113,6 +116,20 @@ TEST_CASE("device twin of Mamba: y, dx and every gradient against the reference"
   check_twin<emergent::Mamba>(reference, 2, 9);
   check_twin<emergent::Mamba>(reference, 3, 1);
   check_twin<emergent::Mamba>(reference, 1, 20);
+}
+
+TEST_CASE("device twin of RWKV's time mixing: y, dx and every gradient against the reference") {
+  const emergent::reference::RwkvReference reference;
+  check_twin<emergent::Rwkv>(reference, 2, 9);
+  check_twin<emergent::Rwkv>(reference, 3, 1);
+  check_twin<emergent::Rwkv>(reference, 1, 20);
+}
+
+TEST_CASE("device twin of RWKV's channel mixing: y, dx and every gradient against the reference") {
+  const emergent::reference::RwkvChannelMixReference reference;
+  check_twin<emergent::RwkvChannelMix>(reference, 2, 9);
+  check_twin<emergent::RwkvChannelMix>(reference, 3, 1);
+  check_twin<emergent::RwkvChannelMix>(reference, 1, 20);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The whole device training step against the CPU path, which tests/test_model_reference.cpp and
 // the golden tests check against the Eigen reference and PyTorch: an ensemble's losses and
-// gradients against Model<Mixer> run member by member (dot attention, the causal MLP-Mixer and
-// Mamba), the device linear-map sampler
+// gradients against Model<Mixer> run member by member (dot attention, the causal MLP-Mixer,
+// Mamba and RWKV-4 with its channel mixing), the device linear-map sampler
 // against LinearMap::sample, the ensemble AdamW against AdamW, 100 training steps of an
 // ensemble against the same seeds trained on the CPU, and the same bits on a rerun.
 #include <doctest/doctest.h>
@@ -14,6 +14,8 @@
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/mamba.hpp>
 #include <emergent/mixers/mlp_mixer.hpp>
+#include <emergent/mixers/rwkv.hpp>
+#include <emergent/mixers/rwkv_channel_mix.hpp>
 #include <emergent/optim/adamw.hpp>
 #include <emergent/tasks/linear_map.hpp>
 #include <span>
@@ -43,11 +45,14 @@ using cuda::raw;
 using emergent::DotAttention;
 using emergent::Mamba;
 using emergent::MlpMixer;
+using emergent::Rwkv;
+using emergent::RwkvChannelMix;
 using emergent::Shape;
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
 std::vector<float> initial_parameters(int members, std::uint64_t first_seed) {
-  using Cpu = emergent::Model<MixerT, S, float>;
+  using Cpu = emergent::Model<MixerT, S, float, ChannelT>;
   std::vector<float> all(Cpu::parameter_count * members);
   for (int e = 0; e < members; ++e)
     Cpu::init(std::span<float>(all).subspan(e * Cpu::parameter_count, Cpu::parameter_count),
@@ -55,9 +60,10 @@ std::vector<float> initial_parameters(int members, std::uint64_t first_seed) {
   return all;
 }
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
 std::vector<emergent::DecayRange> decay_ranges() {
-  using Cpu = emergent::Model<MixerT, S, float>;
+  using Cpu = emergent::Model<MixerT, S, float, ChannelT>;
   std::vector<emergent::DecayRange> ranges;
   for (const auto& t : Cpu::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
   return ranges;
@@ -65,12 +71,18 @@ std::vector<emergent::DecayRange> decay_ranges() {
 
 // Tolerances: relative, of each member's loss and of each gradient tensor (fp32 by default; the
 // tf32 case below states its own).
-template <template <Shape, class> class MixerT, Shape S>
-void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_tolerance = 1e-4) {
-  using Ensemble = cuda::EnsembleModel<MixerT, S>;
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
+void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_tolerance = 1e-4,
+                                double noise = 0) {
+  using Ensemble = cuda::EnsembleModel<MixerT, S, ChannelT>;
   using Cpu = typename Ensemble::Cpu;
   const int E = 3, B = 2, T = 11;
-  const std::vector<float> params = initial_parameters<MixerT, S>(E, 40);
+  std::vector<float> params = initial_parameters<MixerT, S, ChannelT>(E, 40);
+  if (noise != 0) {  // off the init (RWKV's zeroes weights, and with them most gradients)
+    const std::vector<float> n = random_floats(params.size(), 41, noise);
+    for (std::size_t i = 0; i < params.size(); ++i) params[i] += n[i];
+  }
   std::vector<std::int32_t> inputs(E * B * T), targets(inputs.size());
   for (std::size_t n = 0; n < inputs.size(); ++n) {
     inputs[n] = std::int32_t((n * 5 + n / 7) % 3);
@@ -143,6 +155,9 @@ TEST_CASE("device ensemble: each member's loss and every gradient equal the CPU 
   SUBCASE("dot attention") { check_ensemble_against_cpu<DotAttention, kShape>(); }
   SUBCASE("causal MLP-Mixer") { check_ensemble_against_cpu<MlpMixer, kShape>(); }
   SUBCASE("Mamba") { check_ensemble_against_cpu<Mamba, kShape>(); }
+  SUBCASE("RWKV-4 (its time and channel mixing)") {
+    check_ensemble_against_cpu<Rwkv, kShape, RwkvChannelMix>(1e-5, 1e-4, 0.1);
+  }
 }
 
 #if EMERGENT_DEVICE_IS_CUDA
@@ -215,9 +230,10 @@ struct Curves {
   std::vector<float> params;
 };
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
 Curves train_on_device(const emergent::LinearMap& task, int members, int batch, int steps) {
-  using Net = cuda::EnsembleModel<MixerT, S>;
+  using Net = cuda::EnsembleModel<MixerT, S, ChannelT>;
   const std::size_t P = Net::P;
   Net model(members, batch, task.length());
   std::vector<float> init(P * members);
@@ -228,7 +244,7 @@ Curves train_on_device(const emergent::LinearMap& task, int members, int batch, 
   }
   model.params = to_device(init);
   model.loss_weights = to_device(for_each_member(task.full_loss_weights(), members));
-  cuda::EnsembleAdamW optimizer({}, decay_ranges<MixerT, S>(), P, members);
+  cuda::EnsembleAdamW optimizer({}, decay_ranges<MixerT, S, ChannelT>(), P, members);
   const cuda::DeviceLinearMap data(task);
   DeviceVector<std::uint64_t> seeds_device;
   cuda::copy_to_device<std::uint64_t>(seeds, seeds_device);
@@ -245,13 +261,14 @@ Curves train_on_device(const emergent::LinearMap& task, int members, int batch, 
   return c;
 }
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = emergent::GeluMlp>
 void check_training_against_cpu() {
-  using Net = emergent::Model<MixerT, S, float>;
+  using Net = emergent::Model<MixerT, S, float, ChannelT>;
   const emergent::LinearMap task(8, 2, 0);
   const int E = 2, B = 16, T = task.length(), steps = 100;
-  const Curves device = train_on_device<MixerT, S>(task, E, B, steps);
-  const std::vector<emergent::DecayRange> ranges = decay_ranges<MixerT, S>();
+  const Curves device = train_on_device<MixerT, S, ChannelT>(task, E, B, steps);
+  const std::vector<emergent::DecayRange> ranges = decay_ranges<MixerT, S, ChannelT>();
   const std::vector<float> weights = task.full_loss_weights();
   for (int e = 0; e < E; ++e) {
     CAPTURE(e);
@@ -283,6 +300,7 @@ TEST_CASE("device training: 100 steps of a 2-seed ensemble follow the CPU runs o
   SUBCASE("dot attention") { check_training_against_cpu<DotAttention, kLinmap>(); }
   SUBCASE("causal MLP-Mixer") { check_training_against_cpu<MlpMixer, kLinmap>(); }
   SUBCASE("Mamba") { check_training_against_cpu<Mamba, kLinmap>(); }
+  SUBCASE("RWKV-4") { check_training_against_cpu<Rwkv, kLinmap, RwkvChannelMix>(); }
 }
 
 TEST_CASE("device training: a rerun gives the same bits") {

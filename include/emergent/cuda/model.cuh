@@ -3,7 +3,9 @@
 // members x rows; strided-batched GEMMs over members, and over members x sequences x heads in
 // the attention). The token mixer is the CPU mixer's device twin (cuda/mixer.cuh): dot
 // attention (cuda/dot_attention.cuh), the causal MLP-Mixer (cuda/mlp_mixer.cuh) or Mamba
-// (cuda/mamba.cuh); the channel block is the transformer's GELU MLP.
+// (cuda/mamba.cuh) or RWKV's time mixing (cuda/rwkv.cuh); the channel block is the twin of the
+// CPU Model's channel block under the same contract: the transformer's GELU MLP (cuda/mlp.cuh,
+// the default) or RWKV's channel mixing (cuda/rwkv_channel_mix.cuh).
 //
 // Member e's parameters, gradients and AdamW moments are values [e * P, (e + 1) * P) of one
 // device buffer each, laid out exactly as the CPU's Model lays out its one buffer (the offsets
@@ -17,13 +19,15 @@
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/embedding.cuh>
-#include <emergent/cuda/gelu.cuh>
 #include <emergent/cuda/layernorm.cuh>
 #include <emergent/cuda/linear.cuh>
 #include <emergent/cuda/mamba.cuh>
 #include <emergent/cuda/mixer.cuh>
+#include <emergent/cuda/mlp.cuh>
 #include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/cuda/profile.cuh>
+#include <emergent/cuda/rwkv.cuh>
+#include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/model/model.hpp>
 #include <emergent/nn/mlp.hpp>
 #include <optional>
@@ -33,16 +37,17 @@
 
 namespace emergent::cuda {
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = ::emergent::GeluMlp>
 class EnsembleModel {
  public:
-  using Cpu = Model<MixerT, S, float>;  // the layout, and the CPU twin tests compare with
+  using Cpu = Model<MixerT, S, float, ChannelT>;  // the layout, and the CPU twin tests compare with
   using Mixer = typename device_twin<typename Cpu::Mixer>::type;
   static_assert(DeviceMixer<Mixer>);
+  using Channel = typename device_twin<typename Cpu::Channel>::type;
+  static_assert(DeviceMixer<Channel>);
   using Blocks = typename Cpu::Blocks;
-  using Mlp = GeluMlp<S, float>;
-  static_assert(std::is_same_v<typename Cpu::Channel, Mlp>, "the device has the GELU MLP only");
-  static constexpr int V = S.vocab, D = S.d_model, F = S.d_ff, L = S.layers;
+  static constexpr int V = S.vocab, D = S.d_model, L = S.layers;
   static constexpr std::size_t P = Cpu::parameter_count;
 
   EnsembleModel(int members, int batch, int length)
@@ -63,16 +68,14 @@ class EnsembleModel {
       Layer& a = layers_.emplace_back(geometry());
       for (auto* v : {&a.norm1, &a.residual_mid, &a.norm2}) v->resize(N * D);
       for (auto* v : {&a.mean1, &a.rstd1, &a.mean2, &a.rstd2}) v->resize(N);
-      a.fc.resize(N * F);
-      a.gelu.resize(N * F);
     }
     mixer_scratch_.emplace(geometry());
+    channel_scratch_.emplace(geometry());
     for (auto* v : {&final_norm_, &d_residual_, &d_norm_}) v->resize(N * D);
     for (auto* v : {&final_mean_, &final_rstd_, &token_loss_, &token_correct_}) v->resize(N);
     logits_.resize(N * V);
     probs_.resize(N * V);
     d_logits_.resize(N * V);
-    d_hidden_.resize(N * F);
     losses_.resize(members);
     loss_scale_.resize(members);
   }
@@ -131,25 +134,9 @@ class EnsembleModel {
         layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
                           pn + Blocks::ln2_w, pn + Blocks::ln2_b, P, members_, rows, D);
       }
-      {
-        OpScope scope("mlp.fc.forward");
-        linear_forward(raw(a.fc), raw(a.norm2), pc + Mlp::fc_weight, nullptr, P, members_, rows, D,
-                       F);
-      }
-      {
-        OpScope scope("mlp.bias_gelu");  // fc += b, gelu = GELU(fc): one pass
-        bias_gelu_forward(raw(a.fc), raw(a.gelu), pc + Mlp::fc_bias, P, members_, rows, F);
-      }
-      {
-        OpScope scope("mlp.proj.forward");
-        linear_forward(raw(residual_[l + 1]), raw(a.gelu), pc + Mlp::proj_weight, nullptr, P,
-                       members_, rows, F, D);
-      }
-      {
-        OpScope scope("mlp.bias_residual");  // += b + residual_mid: one pass
-        bias_residual_forward(raw(residual_[l + 1]), pc + Mlp::proj_bias, raw(a.residual_mid), P,
-                              members_, rows, D);
-      }
+      // residual_{l+1} = residual_mid + channel(norm2)
+      Channel::forward(pc, raw(a.norm2), raw(residual_[l + 1]), raw(a.residual_mid), a.channel,
+                       *channel_scratch_, geometry(), AttentionBias{});
     }
     {
       OpScope scope("layernorm.forward");
@@ -248,22 +235,8 @@ class EnsembleModel {
       Layer& a = layers_[l];
       const std::size_t lo = Cpu::layer_offset(l), no = Cpu::norm2_offset(l),
                         co = Cpu::channel_offset(l), mo = Cpu::mixer_offset(l);
-      {
-        OpScope scope("mlp.proj.backward");
-        linear_backward(raw(d_hidden_), g + co + Mlp::proj_weight, g + co + Mlp::proj_bias,
-                        raw(d_residual_), raw(a.gelu), p + co + Mlp::proj_weight, P, members_, rows,
-                        F, D);
-      }
-      {
-        OpScope scope("gelu.backward");
-        gelu_backward(raw(d_hidden_), raw(d_hidden_), raw(a.fc), N * F);
-      }
-      {
-        OpScope scope("mlp.fc.backward");
-        linear_backward(raw(d_norm_), g + co + Mlp::fc_weight, g + co + Mlp::fc_bias,
-                        raw(d_hidden_), raw(a.norm2), p + co + Mlp::fc_weight, P, members_, rows, D,
-                        F);
-      }
+      Channel::backward(p + co, g + co, raw(a.norm2), raw(d_residual_), raw(d_norm_), a.channel,
+                        *channel_scratch_, geometry());
       {
         OpScope scope("layernorm.backward");
         layernorm_backward(raw(d_residual_), g + no + Blocks::ln2_w, g + no + Blocks::ln2_b,
@@ -293,10 +266,11 @@ class EnsembleModel {
 
  private:
   struct Layer {
-    explicit Layer(const MixerGeometry& geometry) : mixer(geometry) {}
+    explicit Layer(const MixerGeometry& geometry) : mixer(geometry), channel(geometry) {}
     DeviceVector<float> norm1, mean1, rstd1, residual_mid;
     typename Mixer::Activations mixer;
-    DeviceVector<float> norm2, mean2, rstd2, fc, gelu;
+    DeviceVector<float> norm2, mean2, rstd2;
+    typename Channel::Activations channel;
   };
 
   MixerGeometry geometry() const { return {members_, batch_, length_, std::int64_t(P)}; }
@@ -306,10 +280,11 @@ class EnsembleModel {
   DeviceVector<float> bias_patterns_, bias_strengths_;
   std::array<DeviceVector<float>, L + 1> residual_;
   std::vector<Layer> layers_;
-  std::optional<typename Mixer::Scratch> mixer_scratch_;  // shared by the layers
+  std::optional<typename Mixer::Scratch> mixer_scratch_;      // shared by the layers
+  std::optional<typename Channel::Scratch> channel_scratch_;  // likewise
   DeviceVector<float> final_norm_, final_mean_, final_rstd_, logits_, probs_, token_loss_,
       token_correct_;
-  DeviceVector<float> d_residual_, d_norm_, d_logits_, d_hidden_;
+  DeviceVector<float> d_residual_, d_norm_, d_logits_;
   DeviceVector<double> losses_;
   DeviceVector<float> loss_scale_;
 };

@@ -48,10 +48,11 @@ struct MemberReport {
   double nonfinite_loss, nonfinite_norm;       // that step's
 };
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = ::emergent::GeluMlp>
 class EnsembleStep {
  public:
-  using Device = EnsembleModel<MixerT, S>;
+  using Device = EnsembleModel<MixerT, S, ChannelT>;
   static constexpr std::size_t P = Device::P;
   static constexpr int kReport = 7;  // doubles per member in report_
 

@@ -57,7 +57,8 @@ inline const std::vector<MixerInfo>& mixer_catalog() {
        "emergent::Rwkv",
        "emergent::RwkvChannelMix",
        false,
-       false},
+       false,
+       true},
   };
   return mixers;
 }

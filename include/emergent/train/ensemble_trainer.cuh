@@ -74,10 +74,11 @@ struct EnsembleMember {
   std::vector<std::int64_t> snapshot_steps;  // save_attention_at, sorted
 };
 
-template <template <Shape, class> class MixerT, Shape S>
+template <template <Shape, class> class MixerT, Shape S,
+          template <Shape, class> class ChannelT = ::emergent::GeluMlp>
 class EnsembleTrainer {
  public:
-  using Device = EnsembleModel<MixerT, S>;
+  using Device = EnsembleModel<MixerT, S, ChannelT>;
   using Net = typename Device::Cpu;
   static constexpr std::size_t P = Device::P;
 
@@ -505,7 +506,7 @@ class EnsembleTrainer {
   std::chrono::steady_clock::time_point started_;
   std::vector<EnsembleMember> members_;
   int batch_, length_;
-  EnsembleStep<MixerT, S> step_;
+  EnsembleStep<MixerT, S, ChannelT> step_;
   std::vector<std::vector<float>> targets_;  // each member's task's attention target [T, T]
   typename Net::Workspace held_out_workspace_;
 };
