@@ -145,9 +145,14 @@ int main(int argc, char** argv) {
       return train<emergent::Mamba, kLinearMapShape>(configs, dirs, quiet);
     if (config.mixer == "mamba" && automaton)
       return train<emergent::Mamba, kAutomatonShape>(configs, dirs, quiet);
+    if (config.mixer == "gated_deltanet" && linear_map)
+      return train<emergent::GatedDeltaNet, kLinearMapShape>(configs, dirs, quiet);
+    if (config.mixer == "gated_deltanet" && automaton)
+      return train<emergent::GatedDeltaNet, kAutomatonShape>(configs, dirs, quiet);
     throw emergent::Error(
         first + ": " + emergent::cli::describe(config.mixer, config.shape) +
-        " is not compiled for the device backend (it has dot_attention, mlp_mixer and mamba at " +
+        " is not compiled for the device backend (it has dot_attention, mlp_mixer, mamba and "
+        "gated_deltanet at " +
         emergent::cli::describe("", kLinearMapShape).substr(1) + " and " +
         emergent::cli::describe("", kAutomatonShape).substr(1) +
         "); add a line to apps/device/ensemble.cpp, or train with --backend cpu");

@@ -10,10 +10,12 @@
 #include <cmath>
 #include <cstdint>
 #include <emergent/cuda/dot_attention.cuh>
+#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/mamba.cuh>
 #include <emergent/cuda/mixer.cuh>
 #include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/reference/dot_attention.hpp>
+#include <emergent/reference/gated_deltanet.hpp>
 #include <emergent/reference/mamba.hpp>
 #include <emergent/reference/mlp_mixer.hpp>
 #include <span>
@@ -113,6 +115,13 @@ TEST_CASE("device twin of Mamba: y, dx and every gradient against the reference"
   check_twin<emergent::Mamba>(reference, 2, 9);
   check_twin<emergent::Mamba>(reference, 3, 1);
   check_twin<emergent::Mamba>(reference, 1, 20);
+}
+
+TEST_CASE("device twin of GatedDeltaNet: y, dx and every gradient against the reference") {
+  const emergent::reference::GatedDeltaNetReference reference{kMixerShape.heads};
+  check_twin<emergent::GatedDeltaNet>(reference, 2, 9);
+  check_twin<emergent::GatedDeltaNet>(reference, 3, 1);
+  check_twin<emergent::GatedDeltaNet>(reference, 1, 20);
 }
 
 }  // namespace

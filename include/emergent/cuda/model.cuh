@@ -2,8 +2,9 @@
 // trained in lockstep: every op is one set of launches over all members (one grid over
 // members x rows; strided-batched GEMMs over members, and over members x sequences x heads in
 // the attention). The token mixer is the CPU mixer's device twin (cuda/mixer.cuh): dot
-// attention (cuda/dot_attention.cuh), the causal MLP-Mixer (cuda/mlp_mixer.cuh) or Mamba
-// (cuda/mamba.cuh); the channel block is the transformer's GELU MLP.
+// attention (cuda/dot_attention.cuh), the causal MLP-Mixer (cuda/mlp_mixer.cuh), Mamba
+// (cuda/mamba.cuh) or Gated DeltaNet (cuda/gated_deltanet.cuh); the channel block is the
+// transformer's GELU MLP.
 //
 // Member e's parameters, gradients and AdamW moments are values [e * P, (e + 1) * P) of one
 // device buffer each, laid out exactly as the CPU's Model lays out its one buffer (the offsets
@@ -17,6 +18,7 @@
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/embedding.cuh>
+#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/gelu.cuh>
 #include <emergent/cuda/layernorm.cuh>
 #include <emergent/cuda/linear.cuh>
