@@ -175,7 +175,7 @@ class SweepCommands {
     for (const PlannedRun& r : runs) threads = std::max(threads, r.config.at("threads").get<int>());
     const int jobs = jobs_ > 0 ? jobs_ : std::max(1, available_cores() / threads);
     const std::string how =
-        backend_ == "cpu" ? std::to_string(jobs) + " at a time" : "seed ensembles on " + backend_;
+        backend_ == "cpu" ? std::to_string(jobs) + " at a time" : "mixed ensembles on " + backend_;
     std::fprintf(stderr, "sweep %s: %zu runs, %zu in %s, %zu of them to run, %s%s\n", file_.c_str(),
                  runs.size(), mine, shard.name().c_str(), todo.size(), how.c_str(),
                  collected.ignored_text().c_str());

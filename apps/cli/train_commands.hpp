@@ -86,7 +86,7 @@ class TrainCommands {
     train_
         ->add_option("--backend", backend_,
                      "cpu (one run at a time), cuda or thrust-omp (the seeds as one ensemble on "
-                     "the device code; dot_attention, mlp_mixer, mamba and rwkv)")
+                     "the device code; dot_attention, mlp_mixer, mamba, gated_deltanet and rwkv)")
         ->check(CLI::IsMember(kBackends))
         ->capture_default_str();
 

@@ -17,8 +17,8 @@
 // apps/registry/rwkv.cpp registers it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <emergent/train/ensemble_trainer.cuh>
 #include <emergent/settings/mixer_catalog.hpp>
+#include <emergent/train/ensemble_trainer.cuh>
 #include <emergent/train/memory_estimate.hpp>
 #include <optional>
 #include <string>
@@ -73,7 +73,9 @@ std::optional<int> train_at(const std::vector<TrainConfig>& configs,
   if (c.mixer == "dot_attention") return train<emergent::DotAttention, S>(configs, dirs, quiet);
   if (c.mixer == "mlp_mixer") return train<emergent::MlpMixer, S>(configs, dirs, quiet);
   if (c.mixer == "mamba") return train<emergent::Mamba, S>(configs, dirs, quiet);
-  if (c.mixer == "rwkv") return train<emergent::Rwkv, S, emergent::RwkvChannelMix>(configs, dirs, quiet);
+  if (c.mixer == "gated_deltanet") return train<emergent::GatedDeltaNet, S>(configs, dirs, quiet);
+  if (c.mixer == "rwkv")
+    return train<emergent::Rwkv, S, emergent::RwkvChannelMix>(configs, dirs, quiet);
 #endif
   return std::nullopt;
 }

@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdint>
 #include <emergent/cuda/dot_attention.cuh>
+#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/mamba.cuh>
 #include <emergent/cuda/mixer.cuh>
 #include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/cuda/rwkv.cuh>
 #include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/reference/dot_attention.hpp>
+#include <emergent/reference/gated_deltanet.hpp>
 #include <emergent/reference/mamba.hpp>
 #include <emergent/reference/mlp_mixer.hpp>
 #include <emergent/reference/rwkv.hpp>
@@ -130,6 +132,13 @@ TEST_CASE("device twin of RWKV's channel mixing: y, dx and every gradient agains
   check_twin<emergent::RwkvChannelMix>(reference, 2, 9);
   check_twin<emergent::RwkvChannelMix>(reference, 3, 1);
   check_twin<emergent::RwkvChannelMix>(reference, 1, 20);
+}
+
+TEST_CASE("device twin of GatedDeltaNet: y, dx and every gradient against the reference") {
+  const emergent::reference::GatedDeltaNetReference reference{kMixerShape.heads};
+  check_twin<emergent::GatedDeltaNet>(reference, 2, 9);
+  check_twin<emergent::GatedDeltaNet>(reference, 3, 1);
+  check_twin<emergent::GatedDeltaNet>(reference, 1, 20);
 }
 
 }  // namespace

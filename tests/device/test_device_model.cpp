@@ -1,7 +1,7 @@
 // The whole device training step against the CPU path, which tests/test_model_reference.cpp and
 // the golden tests check against the Eigen reference and PyTorch: an ensemble's losses and
 // gradients against Model<Mixer> run member by member (dot attention, the causal MLP-Mixer,
-// Mamba and RWKV-4 with its channel mixing), the device linear-map sampler
+// Mamba, Gated DeltaNet and RWKV-4 with its channel mixing), the device linear-map sampler
 // against LinearMap::sample, the ensemble AdamW against AdamW, 100 training steps of an
 // ensemble against the same seeds trained on the CPU, and the same bits on a rerun.
 #include <doctest/doctest.h>
@@ -12,6 +12,7 @@
 #include <emergent/cuda/linear_map.cuh>
 #include <emergent/cuda/model.cuh>
 #include <emergent/mixers/dot_attention.hpp>
+#include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/mixers/mamba.hpp>
 #include <emergent/mixers/mlp_mixer.hpp>
 #include <emergent/mixers/rwkv.hpp>
@@ -43,6 +44,7 @@ namespace cuda = emergent::cuda;
 using cuda::copy_to_host;
 using cuda::raw;
 using emergent::DotAttention;
+using emergent::GatedDeltaNet;
 using emergent::Mamba;
 using emergent::MlpMixer;
 using emergent::Rwkv;
@@ -155,6 +157,7 @@ TEST_CASE("device ensemble: each member's loss and every gradient equal the CPU 
   SUBCASE("dot attention") { check_ensemble_against_cpu<DotAttention, kShape>(); }
   SUBCASE("causal MLP-Mixer") { check_ensemble_against_cpu<MlpMixer, kShape>(); }
   SUBCASE("Mamba") { check_ensemble_against_cpu<Mamba, kShape>(); }
+  SUBCASE("Gated DeltaNet") { check_ensemble_against_cpu<GatedDeltaNet, kShape>(); }
   SUBCASE("RWKV-4 (its time and channel mixing)") {
     check_ensemble_against_cpu<Rwkv, kShape, RwkvChannelMix>(1e-5, 1e-4, 0.1);
   }
@@ -300,6 +303,7 @@ TEST_CASE("device training: 100 steps of a 2-seed ensemble follow the CPU runs o
   SUBCASE("dot attention") { check_training_against_cpu<DotAttention, kLinmap>(); }
   SUBCASE("causal MLP-Mixer") { check_training_against_cpu<MlpMixer, kLinmap>(); }
   SUBCASE("Mamba") { check_training_against_cpu<Mamba, kLinmap>(); }
+  SUBCASE("Gated DeltaNet") { check_training_against_cpu<GatedDeltaNet, kLinmap>(); }
   SUBCASE("RWKV-4") { check_training_against_cpu<Rwkv, kLinmap, RwkvChannelMix>(); }
 }
 

@@ -3,7 +3,8 @@
 // members x rows; strided-batched GEMMs over members, and over members x sequences x heads in
 // the attention). The token mixer is the CPU mixer's device twin (cuda/mixer.cuh): dot
 // attention (cuda/dot_attention.cuh), the causal MLP-Mixer (cuda/mlp_mixer.cuh) or Mamba
-// (cuda/mamba.cuh) or RWKV's time mixing (cuda/rwkv.cuh); the channel block is the twin of the
+// (cuda/mamba.cuh), Gated DeltaNet (cuda/gated_deltanet.cuh) or RWKV's time mixing
+// (cuda/rwkv.cuh); the channel block is the twin of the
 // CPU Model's channel block under the same contract: the transformer's GELU MLP (cuda/mlp.cuh,
 // the default) or RWKV's channel mixing (cuda/rwkv_channel_mix.cuh).
 //
@@ -19,6 +20,7 @@
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/embedding.cuh>
+#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/layernorm.cuh>
 #include <emergent/cuda/linear.cuh>
 #include <emergent/cuda/mamba.cuh>

@@ -51,6 +51,7 @@ inline const std::vector<MixerInfo>& mixer_catalog() {
        "emergent::GatedDeltaNet",
        "emergent::GeluMlp",
        false,
+       true,
        true},
       {"rwkv",
        {"emergent/mixers/rwkv.hpp", "emergent/mixers/rwkv_channel_mix.hpp"},
