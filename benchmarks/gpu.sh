@@ -7,8 +7,9 @@
 # 16 cores (each part has a time limit).
 #
 # That machine reaches no package registry, so the header-only dependencies travel with the
-# tree: on this side run `bash benchmarks/gpu.sh --gather` (copies Eigen, nlohmann/json, CLI11
-# and doctest from /usr/include into build-gpu-deps/), then carry build-gpu-deps to the GPU
+# tree: on this side run `bash benchmarks/gpu.sh --gather` (copies Eigen, nlohmann/json, CLI11,
+# doctest, toml++ and zlib's headers from /usr/include into build-gpu-deps/; toml++ and zlib are
+# for benchmarks/gpu/figures.sh's CLI), then carry build-gpu-deps to the GPU
 # machine and run `bash benchmarks/gpu.sh` there. No CMake is needed there: two nvcc commands.
 # CUDA_ARCH=sm_90 builds for that GPU instead of the one present (to try the script without one);
 # PYTHON names the interpreter with torch and jax (default python3).
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 deps=build-gpu-deps
 if [ "${1:-}" = "--gather" ]; then
   rm -rf "$deps" && mkdir -p "$deps/include"
-  for d in eigen3 nlohmann CLI doctest; do cp -r "/usr/include/$d" "$deps/include/"; done
+  for d in eigen3 nlohmann CLI doctest toml++ zlib.h zconf.h; do cp -r "/usr/include/$d" "$deps/include/"; done
   du -sh "$deps"
   exit 0
 fi
