@@ -46,6 +46,7 @@
 #include <emergent/experiment/sweep_summary.hpp>
 #include <emergent/io/text_file.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/ensemble_members.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/run_lock.hpp>
 #include <emergent/train/self_pretraining_config.hpp>
@@ -341,10 +342,12 @@ class SweepCommands {
   // program in one line, and the sweep goes on with the others. Rows as for the CPU.
   int run_ensembles(const std::filesystem::path& dir, const std::vector<const PlannedRun*>& todo,
                     const std::filesystem::path& rows_file) const {
-    for (const PlannedRun* r : todo)
-      require(!is_self_pretraining(r->config) && !is_language_model(r->config),
-              "run " + r->id + " {" + r->label + "}",
+    for (const PlannedRun* r : todo) {
+      const std::string where = "run " + r->id + " {" + r->label + "}";
+      require(!is_self_pretraining(r->config) && !is_language_model(r->config), where,
               "self-pretraining and language-model runs train with --backend cpu only");
+      require_device_trainable(train_config_from_json(r->config, where), where);
+    }
     const double memory = device_memory(ensemble_program(backend_), dir);
     const auto max_members = [&](const TrainConfig& config) {
       const double each = estimated_training_bytes(config, 1);

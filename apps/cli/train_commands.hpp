@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <emergent/io/safetensors.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/ensemble_members.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -184,6 +185,7 @@ class TrainCommands {
       require_memory_fits(estimated_training_bytes(c, members), machine_memory_bytes(),
                           "this machine's memory", "--seeds " + seeds_,
                           std::to_string(members) + " seeds, batch_tokens and the shape");
+    require_device_trainable(c, "command line");
     const std::filesystem::path program =
         device_program(backend_, c.mixer, c.shape, compiler_info_);
     std::filesystem::create_directories(out_);

@@ -99,46 +99,42 @@ void check_twin(const Reference& reference, int batch, int length) {
   }
 }
 
+// The awkward sizes every twin is checked at: (batch, length) = (2, 9), (3, 1) and (1, 20).
+template <template <Shape, class> class MixerT, class Reference>
+void check_twin_sizes(const Reference& reference) {
+  check_twin<MixerT>(reference, 2, 9);
+  check_twin<MixerT>(reference, 3, 1);
+  check_twin<MixerT>(reference, 1, 20);
+}
+
 TEST_CASE("device twin of DotAttention: y, dx and every gradient against the reference") {
   const emergent::reference::DotAttentionReference reference{kMixerShape.heads};
-  check_twin<emergent::DotAttention>(reference, 2, 9);
-  check_twin<emergent::DotAttention>(reference, 3, 1);
-  check_twin<emergent::DotAttention>(reference, 1, 20);
+  check_twin_sizes<emergent::DotAttention>(reference);
 }
 
 TEST_CASE("device twin of MlpMixer: y, dx and every gradient against the reference") {
   const emergent::reference::MlpMixerReference reference;
-  check_twin<emergent::MlpMixer>(reference, 2, 9);
-  check_twin<emergent::MlpMixer>(reference, 3, 1);
-  check_twin<emergent::MlpMixer>(reference, 1, 20);
+  check_twin_sizes<emergent::MlpMixer>(reference);
 }
 
 TEST_CASE("device twin of Mamba: y, dx and every gradient against the reference") {
   const emergent::reference::MambaReference reference;
-  check_twin<emergent::Mamba>(reference, 2, 9);
-  check_twin<emergent::Mamba>(reference, 3, 1);
-  check_twin<emergent::Mamba>(reference, 1, 20);
+  check_twin_sizes<emergent::Mamba>(reference);
 }
 
 TEST_CASE("device twin of RWKV's time mixing: y, dx and every gradient against the reference") {
   const emergent::reference::RwkvReference reference;
-  check_twin<emergent::Rwkv>(reference, 2, 9);
-  check_twin<emergent::Rwkv>(reference, 3, 1);
-  check_twin<emergent::Rwkv>(reference, 1, 20);
+  check_twin_sizes<emergent::Rwkv>(reference);
 }
 
 TEST_CASE("device twin of RWKV's channel mixing: y, dx and every gradient against the reference") {
   const emergent::reference::RwkvChannelMixReference reference;
-  check_twin<emergent::RwkvChannelMix>(reference, 2, 9);
-  check_twin<emergent::RwkvChannelMix>(reference, 3, 1);
-  check_twin<emergent::RwkvChannelMix>(reference, 1, 20);
+  check_twin_sizes<emergent::RwkvChannelMix>(reference);
 }
 
 TEST_CASE("device twin of GatedDeltaNet: y, dx and every gradient against the reference") {
   const emergent::reference::GatedDeltaNetReference reference{kMixerShape.heads};
-  check_twin<emergent::GatedDeltaNet>(reference, 2, 9);
-  check_twin<emergent::GatedDeltaNet>(reference, 3, 1);
-  check_twin<emergent::GatedDeltaNet>(reference, 1, 20);
+  check_twin_sizes<emergent::GatedDeltaNet>(reference);
 }
 
 }  // namespace

@@ -279,18 +279,12 @@ class EnsembleTrainer {
               "field 'mixer' is " + c.mixer + ", not the compiled ensemble's " +
                   std::string(Net::Mixer::name));
       require(c.shape == S, where[e], "shape does not match the compiled ensemble");
-      require(c.init_from.empty(), where[e],
-              "field 'init_from' is not supported on the device backend yet: leave it empty, or "
-              "train the stage with --backend cpu");
+      require_device_trainable(c, where[e]);
       EnsembleMember m;
       m.config = c;
       m.run_dir = dirs[e];
       m.setup = with_emergence_source(make_task(c, where[e]), c);
       m.snapshot_steps = attention_snapshot_steps(c.save_attention_at, where[e]);
-      require(!m.setup.task->weights_per_sequence(), where[e],
-              "task " + c.task +
-                  " has loss weights per sequence, not supported on the device backend yet: "
-                  "train it with --backend cpu");
       m.schedule = {c.lr, c.warmup_steps, parse_schedule_kind(c.schedule), c.steps, c.min_lr_ratio};
       members.push_back(std::move(m));
     }
