@@ -372,18 +372,26 @@ class SweepCommands {
       const std::string what = "ensemble of " + std::to_string(group.size()) + " runs from {" +
                                group.front()->label + "}";
       if (!quiet_) std::fprintf(stderr, "sweep: an %s\n", what.c_str());
+      // A member whose loss is not finite stops alone (train/ensemble_trainer.cuh): the
+      // ensemble fails, but the members it summarised in this attempt are done.
+      const auto started = std::filesystem::file_time_type::clock::now();
       try {
         const TrainConfig config = train_config_from_json(group.front()->config, what);
         const std::filesystem::path program =
             device_program(backend_, config.mixer, config.shape, compiler_info_);
         run_child(program.string(), {"--configs", configs, "--run-dirs", run_dirs, "--quiet"},
                   (first / "ensemble.log").string(), what);
-        for (const PlannedRun* r : group)
-          append_row(rows_file, result_row(*r, dir / "runs" / r->id));
-        finished += group.size();
       } catch (const std::exception& e) {
-        failed += group.size();
         std::fprintf(stderr, "sweep: %s\n", e.what());
+      }
+      for (const PlannedRun* r : group) {
+        const std::filesystem::path summary = dir / "runs" / r->id / "summary.json";
+        std::error_code error;
+        const bool fresh = std::filesystem::exists(summary) &&
+                           std::filesystem::last_write_time(summary, error) >= started && !error &&
+                           !read_json_file(summary).contains("stopped");
+        if (fresh) append_row(rows_file, result_row(*r, dir / "runs" / r->id));
+        ++(fresh ? finished : failed);
       }
     }
     std::fprintf(stderr, "sweep: %zu runs done in %zu ensembles on %s, %zu failed\n", finished,

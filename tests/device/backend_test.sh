@@ -155,12 +155,13 @@ expect_error "field 'sequence_length' is" "$(dirname "$cli")/emergent_ensemble_t
   --configs "$configs" --run-dirs "$dir/bad4,$dir/bad5"
 expect_error "not a seed list" "$cli" train "${common[@]}" --steps 5 --seeds 1-x --backend thrust-omp --out "$dir/bad3"
 # The NaN stop: the device keeps each member's first non-finite step and reports it when the host
-# next reads (a logging or checkpoint step, or the end): the same message as the CPU's, a step
+# next reads (a logging or checkpoint step, or the end): the member stops there with the CPU's
+# "stopped" summary, and the ensemble ends with the CPU's message for each such member, a step
 # within 2 of the CPU's (the sums differ in order, and a diverging run reaches inf a step sooner or
 # later: here 9 against 10), no metrics row at or after it, and no checkpoint after it.
 expect_error "training stopped at step" "$cli" train "${common[@]}" --steps 40 --lr 1000 --warmup-steps 0 \
   --seeds 0-1 --backend thrust-omp --out "$dir/nan_device"
-device_step=$(grep -o "stopped at step [0-9]*" "$dir/err.txt" | grep -o "[0-9]*$")
+device_step=$(grep -o "stopped at step [0-9]*" "$dir/err.txt" | head -n 1 | grep -o "[0-9]*$")
 expect_error "training stopped at step" "$cli" train "${common[@]}" --steps 40 --lr 1000 --warmup-steps 0 \
   --seed 0 --out "$dir/nan_cpu"
 cpu_step=$(grep -o "stopped at step [0-9]*" "$dir/err.txt" | grep -o "[0-9]*$")
@@ -172,4 +173,29 @@ steps = [json.loads(line)["step"] for line in open(sys.argv[1])]
 assert steps and max(steps) < int(sys.argv[2]), (steps, sys.argv[2])
 PY
 test ! -e "$dir/nan_device/seed_0/step_000030.safetensors"
+# In a mixed sweep a diverging run stops alone: the ensemble's other runs get their rows, the
+# diverged ones the CPU's "stopped" summary and no row, and the sweep exits non-zero.
+cat > "$dir/nan_sweep.toml" <<'TOML'
+[base]
+task = "linear-map"
+S = 6
+s = 2
+steps = 40
+batch_tokens = 256
+warmup_steps = 0
+[[grid]]
+seeds = 2
+lr = [0.001, 1000]
+TOML
+if "$cli" sweep "$dir/nan_sweep.toml" --out "$dir/nan_sweep" --backend thrust-omp --quiet \
+     2> "$dir/nan_sweep.txt"; then echo "the diverging sweep exited 0"; exit 1; fi
+grep -q "2 runs done in 1 ensembles on thrust-omp, 2 failed" "$dir/nan_sweep.txt"
+python3 - "$dir/nan_sweep" <<'PY'
+import glob, json, sys
+rows = [json.loads(l) for f in glob.glob(f"{sys.argv[1]}/rows/*.jsonl") for l in open(f)]
+assert sorted(r["config"]["lr"] for r in rows) == [0.001, 0.001], rows
+for run in json.load(open(f"{sys.argv[1]}/sweep.json"))["runs"]:
+    summary = json.load(open(f"{sys.argv[1]}/runs/{run['id']}/summary.json"))
+    assert ("stopped" in summary) == (run["config"]["lr"] == 1000), (run["config"]["lr"], summary)
+PY
 echo "device backend: ok"

@@ -10,7 +10,8 @@
 // resumes from its own latest checkpoint and keeps its own step count: the ensemble's t-th step
 // is member e's step start_e + t, with its own learning rate, AdamW bias corrections and batch.
 // A member that has reached its steps (or whose early stop, stop_below, fired) is checkpointed
-// and summarised there and then frozen (learning rate 0) while the others run on.
+// and summarised there and then frozen (learning rate 0) while the others run on; so is one whose
+// loss is not finite, with the CPU's "stopped" summary, and the ensemble then fails naming it.
 //
 // The analysis as the CPU run has it: every analysis_every-th logged row carries the per-head
 // attention entropy and IoU of that step's batch (the device averages each member's attention
@@ -35,6 +36,7 @@
 #include <emergent/cuda/model.cuh>
 #include <emergent/cuda/profile.cuh>
 #include <emergent/cuda/step.cuh>
+#include <emergent/io/text_file.hpp>
 #include <emergent/optim/schedule.hpp>
 #include <emergent/tasks/linear_map.hpp>
 #include <emergent/train/attention_snapshot.hpp>
@@ -72,6 +74,7 @@ struct EnsembleMember {
   std::vector<float> final_params;           // once done
   double wall = 0;                           // the ensemble's seconds when it was done
   std::vector<std::int64_t> snapshot_steps;  // save_attention_at, sorted
+  std::string failure;                       // why it stopped on a non-finite loss, if it did
 };
 
 template <template <Shape, class> class MixerT, Shape S,
@@ -182,7 +185,7 @@ class EnsembleTrainer {
         }
       if (any) {  // the host waits here, and only here
         const std::vector<MemberReport> report = step_.report(predictable);
-        check_finite(report);
+        stop_nonfinite(report);
         const std::vector<double> maps =
             attention ? step_.model.batch_averaged_attention() : std::vector<double>();
         const std::size_t per_member = maps.size() / E;
@@ -245,12 +248,18 @@ class EnsembleTrainer {
     } else if (counts_path) {
       write_profile(counts_path, counter, wall, t, false);
     }
+    std::string failures;
     for (EnsembleMember& m : members_) {
+      if (!m.failure.empty()) {
+        failures += (failures.empty() ? "" : "\n") + m.failure;
+        continue;
+      }
       const EvalResult eval =
           evaluate<Net>(m.final_params, *m.setup.task, m.config.seed, B, float(m.config.bias));
       summaries.push_back(write_run_summary(m.run_dir, m.setup, m.history, *m.done_at,
                                             m.wall + m.history.wall_offset, eval));
     }
+    if (!failures.empty()) throw Error(failures);  // the others are summarised
     return summaries;
   }
 
@@ -358,17 +367,31 @@ class EnsembleTrainer {
     return most;
   }
 
-  // Throws, as the CPU trainer does, for the first member (not stopped before it) whose loss or
-  // gradient norm was not finite at a step since the last check.
-  void check_finite(const std::vector<MemberReport>& report) const {
+  // A member whose loss or gradient norm was not finite at a step since the last check stops
+  // there, as the CPU run does: summary.json records why ("stopped"), and it gets no later row or
+  // checkpoint (its last good one stays). The other members train on; run() then fails naming it.
+  void stop_nonfinite(const std::vector<MemberReport>& report) {
     for (std::size_t e = 0; e < members_.size(); ++e) {
       const MemberReport& r = report[e];
-      const EnsembleMember& m = members_[e];
-      if (r.nonfinite_step && (!m.done_at || *r.nonfinite_step < *m.done_at))
-        throw Error(m.run_dir.string() + ": training stopped at step " +
-                    std::to_string(*r.nonfinite_step) + ": the loss is " +
-                    std::to_string(r.nonfinite_loss) + " and the gradient norm " +
-                    std::to_string(r.nonfinite_norm) + "; a smaller lr may avoid it");
+      EnsembleMember& m = members_[e];
+      if (!r.nonfinite_step || (m.done_at && *r.nonfinite_step >= *m.done_at)) continue;
+      const auto last = latest_checkpoint(m.run_dir);
+      const std::string reason = "training stopped at step " + std::to_string(*r.nonfinite_step) +
+                                 ": the loss is " + std::to_string(r.nonfinite_loss) +
+                                 " and the gradient norm " + std::to_string(r.nonfinite_norm);
+      write_text_atomically(
+          m.run_dir / "summary.json",
+          nlohmann::json{{"stopped", reason},
+                         {"step", *r.nonfinite_step},
+                         {"last_checkpoint", last ? nlohmann::json(last->filename().string())
+                                                  : nlohmann::json(nullptr)}}
+                  .dump(2) +
+              "\n");
+      m.failure = m.run_dir.string() + ": " + reason + ". " +
+                  (last ? "The last good checkpoint is " + last->filename().string()
+                        : std::string("No checkpoint was written")) +
+                  "; a smaller lr may avoid it";
+      m.done_at = *r.nonfinite_step;
     }
   }
 
