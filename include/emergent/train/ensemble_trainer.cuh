@@ -98,11 +98,6 @@ class EnsembleTrainer {
                configs[0].max_grad_norm},
               decay_ranges(), linear_maps(members_), data_seeds(members_)) {}
 
-  // The seeds of one config, into run_dirs[i]: base with its seed replaced by each.
-  EnsembleTrainer(const TrainConfig& base, const std::vector<std::uint64_t>& seeds,
-                  const std::vector<std::filesystem::path>& run_dirs, bool show_progress)
-      : EnsembleTrainer(with_seeds(base, seeds), run_dirs, show_progress) {}
-
   std::vector<RunSummary> run() {
     const TrainConfig& first = members_[0].config;
     if (first.threads > 0) set_thread_count(first.threads);
@@ -265,13 +260,6 @@ class EnsembleTrainer {
 
  private:
   static constexpr std::int64_t kProfileWarmup = 5;
-
-  static std::vector<TrainConfig> with_seeds(const TrainConfig& base,
-                                             const std::vector<std::uint64_t>& seeds) {
-    std::vector<TrainConfig> configs(seeds.size(), base);
-    for (std::size_t e = 0; e < seeds.size(); ++e) configs[e].seed = seeds[e];
-    return configs;
-  }
 
   // The members, their configs checked (each alone, then that they form one ensemble).
   static std::vector<EnsembleMember> make_members(const std::vector<TrainConfig>& configs,
