@@ -47,6 +47,25 @@ namespace detail {
 EMERGENT_HD inline float gdn_softplus(float z) {
   return (z > 0 ? z : 0.0f) + log1pf(expf(-fabsf(z)));
 }
+// The short causal convolution of q, k or v (`which` 0, 1, 2) for one head of one token: the
+// pre-activations of its n channels (columns col .. col + n of the [tokens, W] projection
+// buffer, weights w [n, K]), t the token's position in its sequence. The forward and the
+// backward (which recomputes it) share it.
+template <int K>
+EMERGENT_HD inline void gdn_conv_head(const float* proj, std::int64_t W, const float* w,
+                                      std::int64_t token, int t, int col, int n, float* pre) {
+  for (int c = 0; c < n; ++c) {
+    float acc = 0.0f;
+    for (int j = (K - 1 - t > 0 ? K - 1 - t : 0); j < K; ++j)
+      acc += w[c * K + j] * proj[(token - (K - 1) + j) * W + col + c];
+    pre[c] = acc;
+  }
+}
+// The conv weights of q, k or v.
+EMERGENT_HD inline const float* gdn_conv_weights(int which, const float* q, const float* k,
+                                                 const float* v) {
+  return which == 0 ? q : which == 1 ? k : v;
+}
 // Where a projection of x lies: its weight [out, D] in the parameters, its columns in the
 // [tokens, 4D + 2H] projection buffer.
 struct GdnProjection {
@@ -141,17 +160,13 @@ struct GatedDeltaNetMixer {
         const std::int64_t token = i / (3 * H), m = token / rows;
         const int which = int(i / H % 3), h = int(i % H), t = int(token % T),
                   col = which * D + h * Dh;
-        const float* w = (which == 0   ? conv_q
-                          : which == 1 ? conv_k
-                                       : conv_v) +
-                         m * stride + h * Dh * K;
+        const float* w =
+            detail::gdn_conv_weights(which, conv_q, conv_k, conv_v) + m * stride + h * Dh * K;
         float act[Dh];
+        detail::gdn_conv_head<K>(proj, W, w, token, t, col, Dh, act);
         float sum_sq = 0.0f;
         for (int c = 0; c < Dh; ++c) {
-          float acc = 0.0f;
-          for (int j = (K - 1 - t > 0 ? K - 1 - t : 0); j < K; ++j)
-            acc += w[c * K + j] * proj[(token - (K - 1) + j) * W + col + c];
-          act[c] = acc / (1.0f + expf(-acc));
+          act[c] = act[c] / (1.0f + expf(-act[c]));
           sum_sq += act[c] * act[c];
         }
         const float r = which == 2   ? 1.0f
@@ -370,19 +385,14 @@ struct GatedDeltaNetMixer {
         const std::int64_t token = i / (3 * H), m = token / rows;
         const int which = int(i / H % 3), h = int(i % H), t = int(token % T),
                   col = which * D + h * Dh;
-        const float* w = (which == 0   ? conv_q
-                          : which == 1 ? conv_k
-                                       : conv_v) +
-                         m * stride + h * Dh * K;
+        const float* w =
+            detail::gdn_conv_weights(which, conv_q, conv_k, conv_v) + m * stride + h * Dh * K;
         float pre[Dh], sig[Dh], act[Dh];
+        detail::gdn_conv_head<K>(proj, W, w, token, t, col, Dh, pre);
         float sum_sq = 0.0f;
         for (int c = 0; c < Dh; ++c) {
-          float acc = 0.0f;
-          for (int j = (K - 1 - t > 0 ? K - 1 - t : 0); j < K; ++j)
-            acc += w[c * K + j] * proj[(token - (K - 1) + j) * W + col + c];
-          pre[c] = acc;
-          sig[c] = 1.0f / (1.0f + expf(-acc));
-          act[c] = acc * sig[c];
+          sig[c] = 1.0f / (1.0f + expf(-pre[c]));
+          act[c] = pre[c] * sig[c];
           sum_sq += act[c] * act[c];
         }
         float* d = d_qkv + token * 3 * D + col;
@@ -406,9 +416,7 @@ struct GatedDeltaNetMixer {
                      [=] EMERGENT_HD(std::int64_t i) {  // d_in[t] = sum_j w[j] dp[t + K-1-j]
                        const std::int64_t token = i / (3 * D), m = token / rows;
                        const int c = int(i % (3 * D)), which = c / D, t = int(token % T);
-                       const float* w = (which == 0   ? conv_q
-                                         : which == 1 ? conv_k
-                                                      : conv_v) +
+                       const float* w = detail::gdn_conv_weights(which, conv_q, conv_k, conv_v) +
                                         m * stride + (c % D) * K;
                        float sum = 0.0f;
                        for (int j = 0; j < K; ++j)
