@@ -30,6 +30,7 @@
 #include <emergent/cuda/profile.cuh>
 #include <emergent/cuda/rwkv.cuh>
 #include <emergent/cuda/rwkv_channel_mix.cuh>
+#include <emergent/mixers/mixer.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/nn/mlp.hpp>
 #include <optional>
@@ -160,8 +161,9 @@ class EnsembleModel {
                           length_);
   }
 
-  // Whether the mixer keeps attention probabilities (dot attention's [E, B, H, T, T] per layer).
-  static constexpr bool kKeepsAttention = requires(typename Mixer::Activations & a) { a.att; };
+  // Whether the mixer keeps attention probabilities (dot attention: its twin's [E, B, H, T, T]
+  // per layer), as the CPU's KeepsAttention (mixers/mixer.hpp) says of the CPU mixer.
+  static constexpr bool kKeepsAttention = KeepsAttention<typename Cpu::Mixer>;
 
   // Each member's attention of the last forward averaged over its batch, in double in batch
   // order (analysis/attention_entropy.hpp's batch_averaged_pattern on each member's slice):

@@ -155,6 +155,9 @@ class EnsembleStep {
     return members;
   }
 
+  // Whether the batches are sampled on the device (the linear map), not uploaded.
+  bool samples_on_device() const { return data_.has_value(); }
+
   // Whether run() replays a CUDA graph (CUDA only; before the first run()).
   void set_graph(bool on) { use_graph_ = EMERGENT_DEVICE_IS_CUDA && on; }
 

@@ -120,7 +120,7 @@ class EnsembleTrainer {
       append(weights, task.full_loss_weights());
       append(predictable_weights, task.predictable_loss_weights());
       targets_.push_back(task.attention_target());
-      std::vector<float> pattern = task.attention_target();
+      std::vector<float> pattern = targets_.back();
       pattern.resize(std::size_t(T) * T, 0.0f);  // a task without a target pattern: no bias
       append(patterns, pattern);
       strengths.push_back(float(m.config.bias));
@@ -129,7 +129,6 @@ class EnsembleTrainer {
     step_.model.set_bias(patterns, strengths);
     DeviceVector<float> predictable;
     copy_to_device<float>(predictable_weights, predictable);
-    const bool device_data = !linear_maps(members_).empty();
     std::vector<std::int32_t> inputs(std::size_t(E) * B * T), targets(inputs.size());
     std::vector<std::ofstream> metrics;
     for (EnsembleMember& m : members_) {
@@ -161,7 +160,7 @@ class EnsembleTrainer {
         steps[e] = m.start + t;
         lrs[e] = m.done_at ? 0.0 : m.schedule.at(steps[e]);
       }
-      if (!device_data) {
+      if (!step_.samples_on_device()) {
         OpScope scope("data.sample_host");
         for (int e = 0; e < E; ++e)
           if (!members_[e].done_at)
