@@ -195,18 +195,15 @@ void check_attention(float bias_strength) {
   DeviceVector<float> p = to_device(params), xd = to_device(x), y(N * D), d_y = to_device(dy),
                       dx(N * D), g = to_device(g0), bias = to_device(pattern),
                       strength = to_device(strengths);
-  DeviceVector<float> qkv(N * 3 * D), q(N * D), k(N * D), v(N * D), att(kMembers * B * H * T * T),
-      heads(N * D), block(N * D), d_att(att.size()), dq(N * D), dk(N * D), dv(N * D),
-      d_heads(N * D), d_qkv(N * 3 * D);
-  const cuda::AttentionActivations acts{raw(qkv), raw(q), raw(k), raw(v), raw(att), raw(heads)};
-  const cuda::AttentionScratch scratch{raw(block), raw(d_att),   raw(dq),   raw(dk),
-                                       raw(dv),    raw(d_heads), raw(d_qkv)};
-  const cuda::AttentionGeometry geometry{
-      kMembers, B, T, D, H, stride, cuda::dot_attention_offsets<kAttentionShape>()};
+  using Twin = cuda::DotAttention<kAttentionShape>;
+  const cuda::MixerGeometry geometry{kMembers, B, T, stride};
+  Twin::Activations acts(geometry);
+  Twin::Scratch scratch(geometry);
   const cuda::AttentionBias biased{raw(bias), raw(strength)};
-  cuda::dot_attention_forward(raw(p), raw(xd), raw(y), acts, scratch,
-                              bias_strength != 0 ? biased : cuda::AttentionBias{}, geometry);
-  cuda::dot_attention_backward(raw(p), raw(g), raw(xd), raw(d_y), raw(dx), acts, scratch, geometry);
+  Twin::forward(raw(p), raw(xd), raw(y), nullptr, acts, scratch, geometry,
+                bias_strength != 0 ? biased : cuda::AttentionBias{});
+  Twin::backward(raw(p), raw(g), raw(xd), raw(d_y), raw(dx), acts, scratch, geometry);
+  const DeviceVector<float>& att = acts.att;
   const auto y_host = copy_to_host(y), dx_host = copy_to_host(dx), g_host = copy_to_host(g),
              att_host = copy_to_host(att);
   for (int e = 0; e < kMembers; ++e) {

@@ -4,11 +4,13 @@
 //   qkv = x W_qkv^T + b_qkv;  per head: S = q k^T / sqrt(d_head) + c P (keys j <= i),
 //   A = softmax(S), o = A v;  y = concat_h(o) W_out^T + b_out
 //
-// The heads of every sequence of every member are G = E * B * H independent problems: their
-// q, k, v are copied into contiguous [G, T, d_head] blocks (as attention_head_split.hpp does on
-// the CPU) so that each product is one strided-batched GEMM over all of them, on cuBLAS or
-// Eigen. The GEMMs compute the whole T x T score block; the softmax writes exact zeros above the
-// diagonal, so the masked half adds nothing to A v, A^T dO or dS.
+// The heads of every sequence of every member are G = E * B * H independent problems, each
+// product one batched GEMM over all of them (cuBLAS or Eigen) that reads a head's q, k, v where
+// the QKV projection wrote them and writes its output (and, backward, its dq, dk, dv) into the
+// merged rows the next layer reads: a table of one pointer per problem (built once, with the
+// buffers) stands for the copies into contiguous blocks that the CPU makes
+// (attention_head_split.hpp). The GEMMs compute the whole T x T score block; the softmax writes
+// exact zeros above the diagonal, so the masked half adds nothing to A v, A^T dO or dS.
 #pragma once
 
 #include <cmath>
@@ -22,26 +24,29 @@
 
 namespace emergent::cuda {
 
-// Where one layer's attention keeps its activations (device pointers; [G, T, dh] blocks have
-// N * D values, N = E * B * T tokens, G = E * B * H).
+// Where one layer's attention keeps its activations (device pointers; N = E * B * T tokens,
+// G = E * B * H problems). The tables hold problem g's first element in the buffer above them.
 struct AttentionActivations {
-  float* qkv;    // [N, 3D]
-  float* q;      // [G, T, dh]
-  float* k;      // [G, T, dh]
-  float* v;      // [G, T, dh]
-  float* att;    // [G, T, T] softmax probabilities, zero above the diagonal
-  float* heads;  // [N, D] concatenated head outputs
+  float* qkv;            // [N, 3D]
+  float* att;            // [G, T, T] softmax probabilities, zero above the diagonal
+  float* out;            // [N, D] the heads' outputs, concatenated per token
+  float* const* q_of;    // [G] q of problem g inside qkv (row stride 3D); k_of, v_of alike
+  float* const* k_of;    // [G]
+  float* const* v_of;    // [G]
+  float* const* att_of;  // [G] att + g T T
+  float* const* out_of;  // [G] inside out (row stride D)
 };
 
 // Backward scratch, shared by the layers.
 struct AttentionScratch {
-  float* head_block;  // [G, T, dh] o in the forward, dO in the backward
-  float* d_att;       // [G, T, T] dA, then dS
-  float* d_q;         // [G, T, dh]
-  float* d_k;
-  float* d_v;
-  float* d_heads;  // [N, D]
-  float* d_qkv;    // [N, 3D]
+  float* d_att;            // [G, T, T] dA, then dS
+  float* d_out;            // [N, D]
+  float* d_qkv;            // [N, 3D]
+  float* const* d_att_of;  // [G]
+  float* const* d_out_of;  // [G] inside d_out (row stride D)
+  float* const* d_q_of;    // [G] inside d_qkv (row stride 3D); d_k_of, d_v_of alike
+  float* const* d_k_of;
+  float* const* d_v_of;
 };
 
 // Where DotAttention<S> keeps its tensors, from the start of its parameters.
@@ -64,33 +69,27 @@ struct AttentionGeometry {
   int d_head() const { return d_model / heads; }
 };
 
-namespace attention_detail {
-
-// dst[g, t, d] <- src[(g / H) * T + t, column + (g % H) * dh + d] for `width`-wide rows of src
-inline void split_heads(float* dst, const float* src, int width, int column,
-                        const AttentionGeometry& at) {
-  const int T = at.length, H = at.heads, dh = at.d_head();
-  for_each_index(at.tokens() * at.d_model, [=] EMERGENT_HD(std::int64_t i) {
-    const std::int64_t g = i / (std::int64_t(T) * dh);
-    const std::int64_t t = (i / dh) % T;
-    const int d = int(i % dh);
-    dst[i] = src[((g / H) * T + t) * width + column + (g % H) * dh + d];
+// A table of problem g's [T, dh] block inside `buffer`, whose token rows are `width` wide, from
+// `column`: buffer + ((g / H) T) width + column + (g % H) dh.
+inline DeviceVector<float*> head_table(float* buffer, int width, int column,
+                                       const AttentionGeometry& at) {
+  DeviceVector<float*> table(at.problems());
+  float** to = raw(table);
+  const std::int64_t T = at.length, H = at.heads, dh = at.d_head();
+  for_each_index(at.problems(), [=] EMERGENT_HD(std::int64_t g) {
+    to[g] = buffer + (g / H) * T * width + column + (g % H) * dh;
   });
+  return table;
 }
 
-// dst[(g / H) * T + t, column + (g % H) * dh + d] <- src[g, t, d]
-inline void merge_heads(float* dst, const float* src, int width, int column,
-                        const AttentionGeometry& at) {
-  const int T = at.length, H = at.heads, dh = at.d_head(), D = at.d_model;
-  for_each_index(at.tokens() * D, [=] EMERGENT_HD(std::int64_t i) {
-    const std::int64_t row = i / D;
-    const int c = int(i % D), h = c / dh, d = c % dh;
-    const std::int64_t g = (row / T) * H + h, t = row % T;
-    dst[row * width + column + c] = src[(g * T + t) * dh + d];
-  });
+// A table of problem g's [T, T] block of scores: buffer + g T T.
+inline DeviceVector<float*> square_table(float* buffer, const AttentionGeometry& at) {
+  DeviceVector<float*> table(at.problems());
+  float** to = raw(table);
+  const std::int64_t square = std::int64_t(at.length) * at.length;
+  for_each_index(at.problems(), [=] EMERGENT_HD(std::int64_t g) { to[g] = buffer + g * square; });
+  return table;
 }
-
-}  // namespace attention_detail
 
 #if EMERGENT_DEVICE_IS_CUDA
 // The CUDA kernels of the two softmax passes: one warp per row of scores, the lanes striding over
@@ -196,9 +195,8 @@ inline void softmax_backward(float* d_att, const float* att, float scale, std::i
 // laid out as at.offsets says. With `residual` [N, D], y = attention(x) + residual, the addition
 // fused into the output layer's bias pass.
 inline void dot_attention_forward(const float* p, const float* x, float* y,
-                                  const AttentionActivations& a, const AttentionScratch& s,
-                                  AttentionBias bias, const AttentionGeometry& at,
-                                  const float* residual = nullptr) {
+                                  const AttentionActivations& a, AttentionBias bias,
+                                  const AttentionGeometry& at, const float* residual = nullptr) {
   const DotAttentionOffsets& offsets = at.offsets;
   const int D = at.d_model, T = at.length, dh = at.d_head();
   const std::int64_t G = at.problems(), P = at.param_stride;
@@ -208,22 +206,9 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
                    at.batch * std::int64_t(T), D, 3 * D);
   }
   {
-    OpScope scope("attention.split_heads");
-    attention_detail::split_heads(a.q, a.qkv, 3 * D, 0, at);
-  }
-  {
-    OpScope scope("attention.split_heads");
-    attention_detail::split_heads(a.k, a.qkv, 3 * D, D, at);
-  }
-  {
-    OpScope scope("attention.split_heads");
-    attention_detail::split_heads(a.v, a.qkv, 3 * D, 2 * D, at);
-  }
-  const std::int64_t block = std::int64_t(T) * dh, square = std::int64_t(T) * T;
-  {
     OpScope scope("attention.scores");
-    gemm_strided_batched(T, T, dh, 1.0f / std::sqrt(float(dh)), {a.q, dh, block},
-                         {a.k, dh, block, Op::T}, 0.0f, a.att, T, square, G);
+    gemm_batched(T, T, dh, 1.0f / std::sqrt(float(dh)), {a.q_of, 3 * D}, {a.k_of, 3 * D, Op::T},
+                 0.0f, {a.att_of, T}, G);
   }
   {
     OpScope scope("attention.softmax");
@@ -231,22 +216,17 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
   }
   {
     OpScope scope("attention.av");
-    gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square}, {a.v, dh, block}, 0.0f, s.head_block,
-                         dh, block, G);
-  }
-  {
-    OpScope scope("attention.merge_heads");
-    attention_detail::merge_heads(a.heads, s.head_block, D, 0, at);
+    gemm_batched(T, dh, T, 1.0f, {a.att_of, T}, {a.v_of, 3 * D}, 0.0f, {a.out_of, D}, G);
   }
   {
     OpScope scope("attention.out.forward");
     if (residual) {
-      linear_forward(y, a.heads, p + offsets.out_weight, nullptr, P, at.members,
+      linear_forward(y, a.out, p + offsets.out_weight, nullptr, P, at.members,
                      at.batch * std::int64_t(T), D, D);
       bias_residual_forward(y, p + offsets.out_bias, residual, P, at.members,
                             at.batch * std::int64_t(T), D);
     } else {
-      linear_forward(y, a.heads, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
+      linear_forward(y, a.out, p + offsets.out_weight, p + offsets.out_bias, P, at.members,
                      at.batch * std::int64_t(T), D, D);
     }
   }
@@ -261,18 +241,12 @@ inline void dot_attention_backward(const float* p, float* g, const float* x, con
   const std::int64_t G = at.problems(), P = at.param_stride, rows = at.batch * std::int64_t(T);
   {
     OpScope scope("attention.out.backward");
-    linear_backward(s.d_heads, g + offsets.out_weight, g + offsets.out_bias, dy, a.heads,
+    linear_backward(s.d_out, g + offsets.out_weight, g + offsets.out_bias, dy, a.out,
                     p + offsets.out_weight, P, at.members, rows, D, D);
   }
   {
-    OpScope scope("attention.split_heads");
-    attention_detail::split_heads(s.head_block, s.d_heads, D, 0, at);
-  }  // dO
-  const std::int64_t block = std::int64_t(T) * dh, square = std::int64_t(T) * T;
-  {
     OpScope scope("attention.d_att");
-    gemm_strided_batched(T, T, dh, 1.0f, {s.head_block, dh, block}, {a.v, dh, block, Op::T}, 0.0f,
-                         s.d_att, T, square, G);
+    gemm_batched(T, T, dh, 1.0f, {s.d_out_of, D}, {a.v_of, 3 * D, Op::T}, 0.0f, {s.d_att_of, T}, G);
   }
   {
     OpScope scope("attention.softmax.backward");
@@ -280,30 +254,16 @@ inline void dot_attention_backward(const float* p, float* g, const float* x, con
   }
   {
     OpScope scope("attention.dqkv_gemms");
-    gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square}, {a.k, dh, block}, 0.0f, s.d_q, dh,
-                         block, G);
+    gemm_batched(T, dh, T, 1.0f, {s.d_att_of, T}, {a.k_of, 3 * D}, 0.0f, {s.d_q_of, 3 * D}, G);
   }
   {
     OpScope scope("attention.dqkv_gemms");
-    gemm_strided_batched(T, dh, T, 1.0f, {s.d_att, T, square, Op::T}, {a.q, dh, block}, 0.0f, s.d_k,
-                         dh, block, G);
+    gemm_batched(T, dh, T, 1.0f, {s.d_att_of, T, Op::T}, {a.q_of, 3 * D}, 0.0f, {s.d_k_of, 3 * D},
+                 G);
   }
   {
     OpScope scope("attention.dqkv_gemms");
-    gemm_strided_batched(T, dh, T, 1.0f, {a.att, T, square, Op::T}, {s.head_block, dh, block}, 0.0f,
-                         s.d_v, dh, block, G);
-  }
-  {
-    OpScope scope("attention.merge_heads");
-    attention_detail::merge_heads(s.d_qkv, s.d_q, 3 * D, 0, at);
-  }
-  {
-    OpScope scope("attention.merge_heads");
-    attention_detail::merge_heads(s.d_qkv, s.d_k, 3 * D, D, at);
-  }
-  {
-    OpScope scope("attention.merge_heads");
-    attention_detail::merge_heads(s.d_qkv, s.d_v, 3 * D, 2 * D, at);
+    gemm_batched(T, dh, T, 1.0f, {a.att_of, T, Op::T}, {s.d_out_of, D}, 0.0f, {s.d_v_of, 3 * D}, G);
   }
   {
     OpScope scope("attention.qkv.backward");
@@ -318,38 +278,51 @@ struct DotAttention {
   using Cpu = ::emergent::DotAttention<S, float>;
   static constexpr int D = S.d_model, H = S.heads;
 
-  struct Activations {
-    explicit Activations(const MixerGeometry& at) {
-      const std::size_t N = at.tokens(),
-                        square = std::size_t(at.members) * at.batch * H * at.length * at.length;
-      qkv.resize(N * 3 * D);
-      for (auto* v : {&q, &k, &v, &heads}) v->resize(N * D);
-      att.resize(square);
-    }
-    DeviceVector<float> qkv, q, k, v, att, heads;
-    AttentionActivations view() { return {raw(qkv), raw(q), raw(k), raw(v), raw(att), raw(heads)}; }
-  };
-  struct Scratch {
-    explicit Scratch(const MixerGeometry& at) {
-      const std::size_t N = at.tokens(),
-                        square = std::size_t(at.members) * at.batch * H * at.length * at.length;
-      for (auto* v : {&head_block, &d_q, &d_k, &d_v, &d_heads}) v->resize(N * D);
-      d_att.resize(square);
-      d_qkv.resize(N * 3 * D);
-    }
-    DeviceVector<float> head_block, d_att, d_q, d_k, d_v, d_heads, d_qkv;
-    AttentionScratch view() {
-      return {raw(head_block), raw(d_att), raw(d_q), raw(d_k), raw(d_v), raw(d_heads), raw(d_qkv)};
-    }
-  };
-
   static AttentionGeometry geometry(const MixerGeometry& at) {
     return {at.members, at.batch, at.length, D, H, at.param_stride, dot_attention_offsets<S>()};
   }
+  struct Activations {
+    explicit Activations(const MixerGeometry& mixer)
+        : qkv(mixer.tokens() * 3 * D),
+          att(geometry(mixer).problems() * mixer.length * mixer.length),
+          out(mixer.tokens() * D) {
+      const AttentionGeometry at = geometry(mixer);
+      q_of = head_table(raw(qkv), 3 * D, 0, at);
+      k_of = head_table(raw(qkv), 3 * D, D, at);
+      v_of = head_table(raw(qkv), 3 * D, 2 * D, at);
+      att_of = square_table(raw(att), at);
+      out_of = head_table(raw(out), D, 0, at);
+    }
+    DeviceVector<float> qkv, att, out;
+    DeviceVector<float*> q_of, k_of, v_of, att_of, out_of;
+    AttentionActivations view() {
+      return {raw(qkv),  raw(att),  raw(out),    raw(q_of),
+              raw(k_of), raw(v_of), raw(att_of), raw(out_of)};
+    }
+  };
+  struct Scratch {
+    explicit Scratch(const MixerGeometry& mixer)
+        : d_att(geometry(mixer).problems() * mixer.length * mixer.length),
+          d_out(mixer.tokens() * D),
+          d_qkv(mixer.tokens() * 3 * D) {
+      const AttentionGeometry at = geometry(mixer);
+      d_att_of = square_table(raw(d_att), at);
+      d_out_of = head_table(raw(d_out), D, 0, at);
+      d_q_of = head_table(raw(d_qkv), 3 * D, 0, at);
+      d_k_of = head_table(raw(d_qkv), 3 * D, D, at);
+      d_v_of = head_table(raw(d_qkv), 3 * D, 2 * D, at);
+    }
+    DeviceVector<float> d_att, d_out, d_qkv;
+    DeviceVector<float*> d_att_of, d_out_of, d_q_of, d_k_of, d_v_of;
+    AttentionScratch view() {
+      return {raw(d_att),    raw(d_out),  raw(d_qkv),  raw(d_att_of),
+              raw(d_out_of), raw(d_q_of), raw(d_k_of), raw(d_v_of)};
+    }
+  };
+
   static void forward(const float* p, const float* x, float* y, const float* residual,
-                      Activations& acts, Scratch& scratch, const MixerGeometry& at,
-                      AttentionBias bias) {
-    dot_attention_forward(p, x, y, acts.view(), scratch.view(), bias, geometry(at), residual);
+                      Activations& acts, Scratch&, const MixerGeometry& at, AttentionBias bias) {
+    dot_attention_forward(p, x, y, acts.view(), bias, geometry(at), residual);
   }
   static void backward(const float* p, float* g, const float* x, const float* dy, float* dx,
                        Activations& acts, Scratch& scratch, const MixerGeometry& at) {
