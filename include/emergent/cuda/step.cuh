@@ -20,6 +20,7 @@
 // checks that).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +41,11 @@ namespace emergent::cuda {
 
 // x is neither infinite nor NaN (on the host and on the device)
 EMERGENT_HD inline bool is_finite(double x) { return x - x == 0.0; }
+
+// What held_out() returns for each member: its losses on its held-out set.
+struct HeldOutLosses {
+  double loss, part_loss, part_accuracy;
+};
 
 // What report() returns for each member.
 struct MemberReport {
@@ -155,6 +161,49 @@ class EnsembleStep {
     return members;
   }
 
+  // Each member's losses on its fixed held-out set with its parameters as they are now (the
+  // trainer's eval_every, after a step's update, as the CPU trainer evaluates): forward only, the
+  // model's loss weights, bias and `part` weights as the steps have them. Batch b of every member
+  // is inputs[b], targets[b] ([E, B, T] each); member e averages the first batches[e] of them, in
+  // order (as train/compiled_model.hpp's held_out_losses). Uploads each batch, copies back once;
+  // it overwrites the last step's batch and losses, so report() them first.
+  std::vector<HeldOutLosses> held_out(const std::vector<std::vector<std::int32_t>>& inputs,
+                                      const std::vector<std::vector<std::int32_t>>& targets,
+                                      std::span<const int> batches,
+                                      const DeviceVector<float>& part) {
+    const int E = members_, n = int(inputs.size());
+    require(targets.size() == inputs.size() && batches.size() == std::size_t(E), "held_out",
+            "needs targets for each batch and a batch count per member");
+    held_out_.resize(std::size_t(3) * E * n);
+    for (int b = 0; b < n; ++b) {
+      upload_batch(inputs[b], targets[b]);
+      model.forward_on_device();
+      double* out = raw(held_out_) + std::size_t(3) * E * b;  // [E][loss, part, accuracy]
+      const double* losses = model.losses();
+      OpScope scope("held_out");
+      for_each_index(E, [=] EMERGENT_HD(std::int64_t e) { out[3 * e] = losses[e]; });
+      model.weighted_loss_on_device(out + 1, 3, part);
+      model.weighted_accuracy_on_device(out + 2, 3, part);
+    }
+    const std::vector<double> host = copy_to_host(held_out_);
+    std::vector<HeldOutLosses> members(E, HeldOutLosses{0, 0, 0});
+    for (int e = 0; e < E; ++e) {
+      const int count = std::min(batches[e], n);
+      require(count >= 1, "held_out", "a member evaluates on at least one batch");
+      HeldOutLosses& m = members[e];
+      for (int b = 0; b < count; ++b) {
+        const double* r = host.data() + std::size_t(3) * (std::size_t(E) * b + e);
+        m.loss += r[0];
+        m.part_loss += r[1];
+        m.part_accuracy += r[2];
+      }
+      m.loss /= count;
+      m.part_loss /= count;
+      m.part_accuracy /= count;
+    }
+    return members;
+  }
+
   // Whether the batches are sampled on the device (the linear map), not uploaded.
   bool samples_on_device() const { return data_.has_value(); }
 
@@ -240,7 +289,7 @@ class EnsembleStep {
   std::optional<DeviceLinearMap> data_;
   DeviceVector<std::uint64_t> seeds_, steps_;  // [E] each
   DeviceVector<std::int64_t> nonfinite_step_;
-  DeviceVector<double> nonfinite_values_, report_;
+  DeviceVector<double> nonfinite_values_, report_, held_out_;
 };
 
 }  // namespace emergent::cuda

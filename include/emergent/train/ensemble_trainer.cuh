@@ -16,8 +16,9 @@
 // The analysis as the CPU run has it: every analysis_every-th logged row carries the per-head
 // attention entropy and IoU of that step's batch (the device averages each member's attention
 // over its batch; the host analyses it, analysis/attention_summary.hpp); save_attention_at saves
-// those maps; with eval_every, the held-out columns are the CPU's forward of the member's
-// parameters on its fixed held-out set (train/compiled_model.hpp), and emergence reads them.
+// those maps; with eval_every, the held-out columns are the device's forward of every member's
+// parameters on its fixed held-out set (the CPU's batches, train/compiled_model.hpp: the data
+// streams of steps kEvalStep, kEvalStep + 1, ...), and emergence reads them.
 // The linear map's batches are made on the device (cuda/linear_map.cuh) when every member's task
 // is a linear map; otherwise each member's on the host by its task, from the same Philox streams,
 // and copied.
@@ -130,6 +131,7 @@ class EnsembleTrainer {
     DeviceVector<float> predictable;
     copy_to_device<float>(predictable_weights, predictable);
     std::vector<std::int32_t> inputs(std::size_t(E) * B * T), targets(inputs.size());
+    sample_held_out_sets();
     std::vector<std::ofstream> metrics;
     for (EnsembleMember& m : members_) {
       metrics.emplace_back(m.run_dir / "metrics.jsonl", std::ios::app);
@@ -182,6 +184,9 @@ class EnsembleTrainer {
         stop_nonfinite(report);
         const std::vector<double> maps =
             attention ? step_.model.batch_averaged_attention() : std::vector<double>();
+        const std::vector<HeldOutLosses> held_out =
+            evaluates(t) ? step_.held_out(held_inputs_, held_targets_, held_batches_, predictable)
+                         : std::vector<HeldOutLosses>();
         const std::size_t per_member = maps.size() / E;
         for (int e = 0; e < E; ++e) {
           EnsembleMember& m = members_[e];
@@ -205,7 +210,9 @@ class EnsembleTrainer {
               row["changed_on_resume"] =
                   std::exchange(m.changed_on_resume, nlohmann::json::object());
             if (m.config.eval_every > 0 && step % m.config.eval_every == 0)
-              row.update(held_out_columns(m.setup.predictable_name, held_out(e)));
+              row.update(held_out_columns(
+                  m.setup.predictable_name,
+                  {held_out[e].loss, held_out[e].part_loss, held_out[e].part_accuracy, {}}));
             append_metrics_row(metrics[e], m.run_dir, row);
             if (row.contains(m.setup.thresholds.metric))
               m.history.add(step, row.at(m.setup.thresholds.metric).get<double>(), r.loss);
@@ -328,13 +335,33 @@ class EnsembleTrainer {
       layers.emplace_back(map.begin() + l * per_layer, map.begin() + (l + 1) * per_layer);
     return layers;
   }
-  // Member e's losses on its fixed held-out set, now (after this step's update, as the CPU's):
-  // the CPU forward of its parameters (train/compiled_model.hpp).
-  EvalResult held_out(int e) {
-    const EnsembleMember& m = members_[e];
-    const std::vector<float> params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
-    return held_out_losses<Net>(params, *m.setup.task, m.config.seed, batch_, m.config.eval_batches,
-                                float(m.config.bias), held_out_workspace_);
+  // Whether a running member evaluates on its held-out set at the ensemble's step t.
+  bool evaluates(std::int64_t t) const {
+    for (const EnsembleMember& m : members_) {
+      const std::int64_t step = m.start + t;
+      if (!m.done_at && m.config.eval_every > 0 && step % m.config.eval_every == 0 &&
+          step % m.config.log_every == 0)
+        return true;
+    }
+    return false;
+  }
+  // Each member's fixed held-out batches, as the CPU's held_out_losses samples them (batch b is
+  // the data stream of step kEvalStep + b), for the largest eval_batches of the members.
+  void sample_held_out_sets() {
+    int most = 0;
+    for (const EnsembleMember& m : members_) {
+      held_batches_.push_back(m.config.eval_every > 0 ? m.config.eval_batches : 1);
+      if (m.config.eval_every > 0) most = std::max(most, m.config.eval_batches);
+    }
+    const std::size_t one = std::size_t(batch_) * length_;
+    for (int b = 0; b < most; ++b) {
+      std::vector<std::int32_t>& in = held_inputs_.emplace_back(members_.size() * one);
+      std::vector<std::int32_t>& out = held_targets_.emplace_back(in.size());
+      for (std::size_t e = 0; e < members_.size(); ++e)
+        members_[e].setup.task->sample(members_[e].config.seed, kEvalStep + std::uint64_t(b),
+                                       batch_, std::span(in).subspan(e * one, one),
+                                       std::span(out).subspan(e * one, one));
+    }
   }
 
   // Member e is done after `steps_done` steps (its last step, or its early stop): its checkpoint
@@ -512,7 +539,9 @@ class EnsembleTrainer {
   int batch_, length_;
   EnsembleStep<MixerT, S, ChannelT> step_;
   std::vector<std::vector<float>> targets_;  // each member's task's attention target [T, T]
-  typename Net::Workspace held_out_workspace_;
+  // the held-out sets: batch b of every member [E, B, T]; each member's batch count
+  std::vector<std::vector<std::int32_t>> held_inputs_, held_targets_;
+  std::vector<int> held_batches_;
 };
 
 }  // namespace emergent::cuda
