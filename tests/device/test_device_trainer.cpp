@@ -82,8 +82,8 @@ void check_mixed_ensemble() {
   // fires at step 10 (the trailing mean of x1_loss, 0.786 < 0.79): the member is summarised
   // there, the others run on
   configs[3].stop_below = 0.79;
-  configs[0].eval_every = 5;  // emergence reads the held-out x1_loss
-  configs[1].eval_every = 5;  // held out with the bias on
+  configs[0].eval_every = 5;   // emergence reads the held-out x1_loss
+  configs[1].eval_every = 5;   // held out with the bias on
   configs[2].eval_every = 10;  // and with a held-out set of its own size
   configs[2].eval_batches = 1;
   configs[1].analysis_every = 5;
