@@ -4,7 +4,7 @@
 # tests/fuzz/corpus/<target>/ (new inputs go to build-fuzz/corpus/<target>/, never into the
 # repository). A crash, a leak, UB or an uncaught exception fails the run and leaves the input in
 # build-fuzz/crash-<target>-*. Prints, per target, the inputs tried and the corpus size.
-#   FUZZ_SECONDS=300 bash scripts/fuzz.sh [target ...]
+#   FUZZ_SECONDS=300 FUZZ_JOBS=2 bash scripts/fuzz.sh [target ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
@@ -26,18 +26,27 @@ for t in "${targets[@]}"; do
   if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
 for p in "${pids[@]}"; do wait "$p"; done
-status=0
-for t in "${targets[@]}"; do
+# Each target runs in its own process, single-threaded: FUZZ_JOBS (default: the cores) at a time.
+jobs=${FUZZ_JOBS:-$(nproc)}
+fuzz_one() {
+  local t=$1 log=$out/fuzz_$1.log result runs
   mkdir -p "$out/corpus/$t"
-  log=$out/fuzz_$t.log
   if ASAN_OPTIONS=detect_leaks=1 "$out/fuzz_$t" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
       -artifact_prefix="$out/crash-$t-" "$out/corpus/$t" "tests/fuzz/corpus/$t" > "$log" 2>&1; then
     result=ok
   else
     result="FAILED (see $log)"
-    status=1
   fi
   runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
   echo "fuzz $t: $result, ${runs} inputs in ${seconds} s, corpus $(ls "$out/corpus/$t" | wc -l) files"
+  [ "$result" = ok ]
+}
+status=0
+pids=()
+for t in "${targets[@]}"; do
+  fuzz_one "$t" &
+  pids+=($!)
+  if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}" || status=1; pids=("${pids[@]:1}"); fi
 done
+for p in "${pids[@]}"; do wait "$p" || status=1; done
 exit $status
