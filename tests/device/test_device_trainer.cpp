@@ -2,9 +2,10 @@
 // run by run: members that differ in sparsity, matrix, seed, bias strength, learning rate,
 // schedule and steps, one of them resuming from a CPU checkpoint, each write the run folder the
 // CPU writes for that run alone: every metrics row with the same columns and (within 1e-4) the
-// same values, the attention entropy and IoU, the held-out columns of eval_every and the
-// save_attention_at maps included. The trainer's bookkeeping is host code, the same under CUDA, so
-// this runs in the OpenMP build only (tests/device/cuda_tests.cu leaves it out).
+// same values, the attention entropy and IoU, the held-out columns of eval_every, the
+// save_attention_at maps and two stages' init_source records included. The trainer's bookkeeping is
+// host code, the same under CUDA, so this runs in the OpenMP build only (tests/device/cuda_tests.cu
+// leaves it out).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -88,6 +89,14 @@ void check_mixed_ensemble() {
   configs[2].eval_batches = 1;
   configs[1].analysis_every = 5;
   configs[1].save_attention_at = "10,21";
+  // Two stages (init_from): member 0 takes all but the query-key rows of a finished run, member 1
+  // only those rows from one of its checkpoints; the first row records the same source.
+  const fs::path source = root / "source";
+  emergent::Trainer<Net>(linear_map(3, 7, 10), source, false).run();
+  configs[0].init_from = source.string();
+  configs[0].init_take = "all_but_qk";
+  configs[1].init_from = emergent::checkpoint_path(source, 10).string();
+  configs[1].init_take = "qk";
   std::vector<fs::path> device_dirs;
   for (std::size_t e = 0; e < configs.size(); ++e) {
     device_dirs.push_back(root / ("device_" + std::to_string(e)));
@@ -143,6 +152,12 @@ void check_mixed_ensemble() {
     }
   }
   CHECK(fs::exists(emergent::attention_snapshot_path(device_dirs[1], 21)));
+  for (int e : {0, 1}) {
+    const nlohmann::json first = metrics_rows(device_dirs[e]).front();
+    REQUIRE(first.contains("init_source"));
+    CHECK(first["init_source"]["step"] == 10);
+    CHECK(!first["init_source"]["taken"].empty());
+  }
   CHECK(emergent::read_json_file(device_dirs[0] / "summary.json")["metric"] == "eval_x1_loss");
   CHECK(summaries[3].steps_done == 11);  // the early stop fired
   CHECK(summaries[0].steps_done == 20);

@@ -4,7 +4,8 @@
 //   per-member: the task and its parameters (S, s, the linear map's matrix seed, a rule set),
 //               the seed, the schedule (lr, warmup_steps, schedule, min_lr_ratio, steps), the bias
 //               strength, stop_below, and what is recorded (log_every, analysis_every,
-//               checkpoint_every, eval_every, eval_batches, save_attention_at)
+//               checkpoint_every, eval_every, eval_batches, save_attention_at), and where it
+//               starts from (init_from, init_take)
 //   shared:     everything else (the compiled model: mixer and shape; batch_tokens and the
 //               sequence length its task makes, which fix the [E, B, T] buffers; AdamW's betas,
 //               weight decay and clipping; the GEMMs' precision; threads), compared as
@@ -28,7 +29,8 @@ inline const std::vector<std::string>& per_member_settings() {
       "warmup_steps", "schedule",       "min_lr_ratio",
       "bias",         "stop_below",     "stop_at",
       "log_every",    "analysis_every", "checkpoint_every",
-      "eval_every",   "eval_batches",   "save_attention_at"};
+      "eval_every",   "eval_batches",   "save_attention_at",
+      "init_from",    "init_take"};
   return names;
 }
 
@@ -45,9 +47,6 @@ inline nlohmann::json shared_settings(const TrainConfig& c) {
 
 // Throws, naming `where`, for a run the device backend does not train (yet).
 inline void require_device_trainable(const TrainConfig& c, const std::string& where) {
-  require(c.init_from.empty(), where,
-          "field 'init_from' is not supported on the device backend yet: leave it empty, or "
-          "train the stage with --backend cpu");
   require(!make_task(c, where).task->weights_per_sequence(), where,
           "task " + c.task +
               " has loss weights per sequence, not supported on the device backend yet: train it "

@@ -45,6 +45,7 @@
 #include <emergent/train/compiled_model.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/ensemble_members.hpp>
+#include <emergent/train/init_source.hpp>
 #include <emergent/train/run_folder.hpp>
 #include <emergent/train/run_lock.hpp>
 #include <filesystem>
@@ -67,6 +68,7 @@ struct EnsembleMember {
   LrSchedule schedule;
   std::string config_text;
   nlohmann::json changed_on_resume;  // what a resume changed, for the next metrics row
+  nlohmann::json init_record;        // what a new stage took (init_from), for its first row
   std::int64_t start = 0;            // the step it resumes from
   std::int64_t saved_step = -1;      // the step of the checkpoint written last
   RunHistory history;
@@ -206,6 +208,7 @@ class EnsembleTrainer {
             if (analysed(m, step) && !map.empty())
               row.update(
                   to_json(analyse_patterns(by_layer(map), S.heads, T, *m.setup.task, targets_[e])));
+            if (!m.init_record.empty()) row["init_source"] = std::exchange(m.init_record, {});
             if (!m.changed_on_resume.empty())  // the first row after a resume that extended it
               row["changed_on_resume"] =
                   std::exchange(m.changed_on_resume, nlohmann::json::object());
@@ -484,8 +487,9 @@ class EnsembleTrainer {
   }
 
   // Each member starts from its own latest checkpoint (its parameters, both AdamW moments and
-  // its update count), or, without one, from its seed's initialisation at step 0. A member that
-  // is finished already (its steps done, or its early stop fired) is done there.
+  // its update count), or, without one, from its seed's initialisation at step 0, over which a
+  // stage (init_from) takes its source's tensors as the CPU trainer does. A member that is
+  // finished already (its steps done, or its early stop fired) is done there.
   void prepare() {
     const std::vector<ParameterTensor> tensors = Net::tensors();
     const std::size_t E = members_.size();
@@ -496,6 +500,9 @@ class EnsembleTrainer {
       const auto latest = latest_checkpoint(m.run_dir);
       if (!latest) {  // a new run
         Net::init(p, m.config.seed);
+        if (!m.config.init_from.empty())
+          m.init_record =
+              take_init_source(m.config.init_from, m.config.init_take, m.config.seed, tensors, p);
         std::filesystem::remove(m.run_dir / "metrics.jsonl");
         m.history = RunHistory{};
         m.start = 0;

@@ -15,8 +15,10 @@
 #include <emergent/io/json.hpp>
 #include <emergent/io/sha256.hpp>
 #include <emergent/train/checkpoint.hpp>
+#include <emergent/train/warm_start.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,22 @@ inline InitSource find_init_source(const std::string& init_from, std::uint64_t s
                       .value("task", std::string());
   source.sha256 = sha256_hex(file.file_bytes());
   return source;
+}
+
+// A stage's start, as both trainers make it: the source that `init_from` names, its tensors
+// that `init_take` selects over `params` (freshly initialised). Returns what the first metrics
+// row records as "init_source": the source, and the tensors taken and left fresh.
+inline nlohmann::json take_init_source(const std::string& init_from, const std::string& init_take,
+                                       std::uint64_t seed,
+                                       const std::vector<ParameterTensor>& tensors,
+                                       std::span<float> params) {
+  const InitSource source = find_init_source(init_from, seed, "config: field 'init_from'");
+  const WarmStartReport report = take_parameters(SafetensorsFile(source.checkpoint), tensors,
+                                                 params, init_take, "config: field 'init_take'");
+  nlohmann::json record = source.json();
+  record["taken"] = report.taken;
+  record["fresh"] = report.fresh;
+  return record;
 }
 
 }  // namespace emergent

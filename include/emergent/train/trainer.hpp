@@ -46,7 +46,6 @@
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/run_folder.hpp>
 #include <emergent/train/run_lock.hpp>
-#include <emergent/train/warm_start.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -209,7 +208,9 @@ class RunTrainer {
     const auto checkpoint = latest_checkpoint(run_dir_);
     if (!checkpoint) {
       model_->init(params_, config_.seed);
-      if (!config_.init_from.empty()) take_init_source();
+      if (!config_.init_from.empty())  // a stage: its source's tensors over the fresh init
+        init_record_ = take_init_source(config_.init_from, config_.init_take, config_.seed,
+                                        model_->tensors(), std::span<float>(params_));
       std::filesystem::remove(run_dir_ / "metrics.jsonl");
       return 0;
     }
@@ -222,19 +223,6 @@ class RunTrainer {
       std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(),
                    (long long)state.step);
     return state.step;
-  }
-
-  // A stage's start (train/init_source.hpp, train/warm_start.hpp): the source's tensors over the
-  // fresh init; what was taken goes into the first metrics row.
-  void take_init_source() {
-    const InitSource source =
-        find_init_source(config_.init_from, config_.seed, "config: field 'init_from'");
-    const WarmStartReport report =
-        take_parameters(SafetensorsFile(source.checkpoint), model_->tensors(),
-                        std::span<float>(params_), config_.init_take, "config: field 'init_take'");
-    init_record_ = source.json();
-    init_record_["taken"] = report.taken;
-    init_record_["fresh"] = report.fresh;
   }
 
   // Nothing for a mixer without attention probabilities (its snapshot would be empty).
