@@ -17,6 +17,12 @@
 // apps/registry/rwkv.cpp registers it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <emergent/cuda/dot_attention.cuh>
+#include <emergent/cuda/gated_deltanet.cuh>
+#include <emergent/cuda/mamba.cuh>
+#include <emergent/cuda/mlp_mixer.cuh>
+#include <emergent/cuda/rwkv.cuh>
+#include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/ensemble_trainer.cuh>
 #include <emergent/train/memory_estimate.hpp>

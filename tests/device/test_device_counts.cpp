@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/step.cuh>
 #include <emergent/tasks/linear_map.hpp>
 #include <span>

@@ -9,8 +9,14 @@
 #include <cmath>
 #include <cstdint>
 #include <emergent/cuda/adamw.cuh>
+#include <emergent/cuda/dot_attention.cuh>
+#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/linear_map.cuh>
+#include <emergent/cuda/mamba.cuh>
+#include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/cuda/model.cuh>
+#include <emergent/cuda/rwkv.cuh>
+#include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/mixers/mamba.hpp>

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <emergent/cuda/dot_attention.cuh>
 #include <emergent/io/safetensors.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/train/attention_snapshot.hpp>

@@ -6,7 +6,10 @@
 // (cuda/mamba.cuh), Gated DeltaNet (cuda/gated_deltanet.cuh) or RWKV's time mixing
 // (cuda/rwkv.cuh); the channel block is the twin of the
 // CPU Model's channel block under the same contract: the transformer's GELU MLP (cuda/mlp.cuh,
-// the default) or RWKV's channel mixing (cuda/rwkv_channel_mix.cuh).
+// the default) or RWKV's channel mixing (cuda/rwkv_channel_mix.cuh). Only the default channel
+// block's twin comes with this header: a user includes the twins it trains (apps/device/
+// ensemble.cpp all of them), so that an edit of one twin or its CPU mixer rebuilds only the
+// units that train it; a twin not included stops the build at `device_twin<...>` (incomplete).
 //
 // Member e's parameters, gradients and AdamW moments are values [e * P, (e + 1) * P) of one
 // device buffer each, laid out exactly as the CPU's Model lays out its one buffer (the offsets
@@ -18,18 +21,12 @@
 #include <cstdint>
 #include <emergent/cuda/cross_entropy.cuh>
 #include <emergent/cuda/device_system.cuh>
-#include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/embedding.cuh>
-#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/layernorm.cuh>
 #include <emergent/cuda/linear.cuh>
-#include <emergent/cuda/mamba.cuh>
 #include <emergent/cuda/mixer.cuh>
 #include <emergent/cuda/mlp.cuh>
-#include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/cuda/profile.cuh>
-#include <emergent/cuda/rwkv.cuh>
-#include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/mixers/mixer.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/nn/mlp.hpp>
