@@ -18,16 +18,16 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude
       )
-# Build all first (two at a time), then run.
+# Build all first, then run each in its own process (single-threaded): FUZZ_JOBS (default: the
+# cores) at a time, both.
+jobs=${FUZZ_JOBS:-$(nproc)}
 pids=()
 for t in "${targets[@]}"; do
   "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$t.cpp" -o "$out/fuzz_$t" -lz &  # zlib: the nca task
   pids+=($!)
-  if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
 for p in "${pids[@]}"; do wait "$p"; done
-# Each target runs in its own process, single-threaded: FUZZ_JOBS (default: the cores) at a time.
-jobs=${FUZZ_JOBS:-$(nproc)}
 fuzz_one() {
   local t=$1 log=$out/fuzz_$1.log result runs
   mkdir -p "$out/corpus/$t"
