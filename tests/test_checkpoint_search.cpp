@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -25,15 +27,6 @@ std::vector<SuiteCheckpoint> pythia_schedule() {
     out.push_back({s, "step" + std::to_string(s)});
   return out;
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("emergent_suite_" + std::to_string(std::rand()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 }  // namespace
 

@@ -14,17 +14,17 @@
 namespace {
 
 template <class Real>
-using Net = emergent::Model<
+using SplitNet = emergent::Model<
     emergent::DotAttention,
     emergent::Shape{.vocab = 3, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 10, .max_len = 9},
     Real>;
 
 template <class Real>
-struct Batch {
+struct SplitBatch {
   int batch, length = 8;
   std::vector<std::int32_t> inputs, targets;
   std::vector<float> weights, pattern;
-  explicit Batch(int sequences = 5) : batch(sequences) {
+  explicit SplitBatch(int sequences = 5) : batch(sequences) {
     std::mt19937 rng(7);
     for (int i = 0; i < batch * length; ++i)
       inputs.push_back(int(rng() % 3)), targets.push_back(int(rng() % 3));
@@ -39,14 +39,14 @@ struct Batch {
 }  // namespace
 
 TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
-  using N = Net<double>;
+  using N = SplitNet<double>;
   std::vector<double> params(N::parameter_count);
   N::init(params, 3);
   // 5 sequences: one slice per thread; 200 (1,600 tokens): 4 slices of about kSliceTokens, run
   // two after another by each of 2 threads, or all four by one.
   for (int sequences : {5, 200}) {
     CAPTURE(sequences);
-    const Batch<double> data(sequences);
+    const SplitBatch<double> data(sequences);
     std::vector<double> expected(N::parameter_count, 0.0);
     N::Workspace ws;
     const double expected_loss = N::forward(params, data.input(), ws);
@@ -86,10 +86,10 @@ TEST_CASE("data-parallel step equals the whole-batch forward and backward") {
 }
 
 TEST_CASE("data-parallel step: sharing a workspace across a thread's slices changes no bit") {
-  using N = Net<float>;
+  using N = SplitNet<float>;
   std::vector<float> params(N::parameter_count);
   N::init(params, 5);
-  const Batch<float> data(200);  // 4 slices
+  const SplitBatch<float> data(200);  // 4 slices
   const std::vector<float> x1(data.weights.size(), 1.0f);
   emergent::DataParallelStep<N> shared(2), kept(2);
   std::vector<float> gs(N::parameter_count), gk(N::parameter_count);
@@ -103,10 +103,10 @@ TEST_CASE("data-parallel step: sharing a workspace across a thread's slices chan
 }
 
 TEST_CASE("data-parallel step is bit-identical across calls with the same thread count") {
-  using N = Net<float>;
+  using N = SplitNet<float>;
   std::vector<float> params(N::parameter_count);
   N::init(params, 4);
-  const Batch<float> data;
+  const SplitBatch<float> data;
   emergent::DataParallelStep<N> a(2), b(2);
   std::vector<float> ga(N::parameter_count), gb(N::parameter_count);
   const double la = a.run(params, ga, data.input());

@@ -26,11 +26,12 @@
 
 namespace {
 
-constexpr emergent::Shape kShape{
+constexpr emergent::Shape kEncoderShape{
     .vocab = 17, .d_model = 16, .heads = 2, .layers = 2, .d_ff = 24, .max_len = 24};
 constexpr int kClasses = 10;
 template <class Real>
-using Net = emergent::Encoder<emergent::BidirectionalAttention, kShape, kClasses, Real>;
+using FixtureEncoder =
+    emergent::Encoder<emergent::BidirectionalAttention, kEncoderShape, kClasses, Real>;
 
 // The fixture's batch as the encoder takes it.
 struct FixtureBatch {
@@ -55,7 +56,7 @@ using fixture_error::relative_error;
 
 template <class Real>
 void check_fixture(const std::string& name, bool train_positions, double tolerance) {
-  using M = Net<Real>;
+  using M = FixtureEncoder<Real>;
   const emergent::SafetensorsFile f(std::string(EMERGENT_SOURCE_DIR) + "/tests/golden/encoder/" +
                                     name + ".safetensors");
   std::vector<Real> params(M::parameter_count, Real(0));
@@ -108,7 +109,7 @@ void check_fixture(const std::string& name, bool train_positions, double toleran
 }
 
 // A random batch with padding, masked positions and a proximity pattern.
-FixtureBatch random_batch(int batch, int length, std::uint64_t seed) {
+FixtureBatch random_fixture_batch(int batch, int length, std::uint64_t seed) {
   std::mt19937 rng(static_cast<std::uint32_t>(seed));
   FixtureBatch in;
   in.batch = batch;
@@ -121,7 +122,7 @@ FixtureBatch random_batch(int batch, int length, std::uint64_t seed) {
     in.labels.push_back(static_cast<std::int32_t>(rng() % kClasses));
     for (int t = 0; t < n; ++t) {
       const std::size_t i = static_cast<std::size_t>(b) * length + t;
-      in.tokens[i] = 2 + static_cast<std::int32_t>(rng() % (kShape.vocab - 2));
+      in.tokens[i] = 2 + static_cast<std::int32_t>(rng() % (kEncoderShape.vocab - 2));
       if (rng() % 4 == 0) in.originals[i] = in.tokens[i], in.tokens[i] = 1;
     }
   }
@@ -143,21 +144,22 @@ TEST_CASE("Encoder against PyTorch's TransformerEncoderLayer, fixed sinusoidal p
   SUBCASE("the sinusoid table is the fixture's") {
     const emergent::SafetensorsFile f(std::string(EMERGENT_SOURCE_DIR) +
                                       "/tests/golden/encoder/sinusoidal_positions.safetensors");
-    std::vector<double> table(static_cast<std::size_t>(kShape.max_len) * kShape.d_model);
-    Net<double>::write_sinusoids(table.data());
+    std::vector<double> table(static_cast<std::size_t>(kEncoderShape.max_len) *
+                              kEncoderShape.d_model);
+    FixtureEncoder<double>::write_sinusoids(table.data());
     CHECK(relative_error(table, f.read_f32("param.embed.position.weight")) < 1e-7);
   }
 }
 
 TEST_CASE("Encoder gradients by central differences (both losses, padding, bias, slopes)") {
-  using M = Net<double>;
+  using M = FixtureEncoder<double>;
   std::vector<double> params(M::parameter_count);
   M::init(params, 5, emergent::PositionEncoding::learned);
   std::mt19937 rng(6);
   std::normal_distribution<double> noise(0.0, 0.05);
   for (const auto& t : M::tensors())
     for (std::size_t i = 0; i < t.size; ++i) params[t.offset + i] += noise(rng);
-  const FixtureBatch in = random_batch(3, 9, 7);
+  const FixtureBatch in = random_fixture_batch(3, 9, 7);
   const emergent::EncoderBatch batch = in.view(0.6, 1.1, 0.2f);
   typename M::Workspace ws;
   M::forward(params, batch, ws);
@@ -181,10 +183,10 @@ TEST_CASE("Encoder gradients by central differences (both losses, padding, bias,
 }
 
 TEST_CASE("Encoder: a padded sequence classifies and reconstructs as if alone") {
-  using M = Net<double>;
+  using M = FixtureEncoder<double>;
   std::vector<double> params(M::parameter_count);
   M::init(params, 8, emergent::PositionEncoding::sinusoidal);
-  const FixtureBatch in = random_batch(3, 11, 9);
+  const FixtureBatch in = random_fixture_batch(3, 11, 9);
   typename M::Workspace ws;
   M::forward(params, in.view(1.0, 1.0, 0.3f), ws);
   std::vector<double> batch_logits(ws.class_logits, ws.class_logits + 3 * kClasses);
@@ -209,10 +211,10 @@ TEST_CASE("Encoder: a padded sequence classifies and reconstructs as if alone") 
 }
 
 TEST_CASE("Encoder refuses bad batches in one line") {
-  using M = Net<float>;
+  using M = FixtureEncoder<float>;
   std::vector<float> params(M::parameter_count);
   M::init(params, 1, emergent::PositionEncoding::learned);
-  FixtureBatch in = random_batch(2, 5, 3);
+  FixtureBatch in = random_fixture_batch(2, 5, 3);
   typename M::Workspace ws;
   in.labels[1] = kClasses;
   CHECK_THROWS_WITH(M::forward(params, in.view(1, 0, 0), ws), doctest::Contains("label 1"));

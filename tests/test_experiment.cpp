@@ -31,23 +31,12 @@
 #include <utility>
 #include <vector>
 
+#include "error_of.hpp"
+
 namespace {
 
 using emergent::Error;
 using nlohmann::json;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 }  // namespace
 

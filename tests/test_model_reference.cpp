@@ -88,7 +88,7 @@ std::vector<bool> padding_mask() {
 
 // One batch of random data: tokens, targets, loss weights (exact in float, with zeros) and a
 // random 0/1 bias pattern.
-struct Batch {
+struct TokenBatch {
   int B = 0, T = 0;
   std::vector<int> tokens, targets;
   std::vector<std::int32_t> tokens32, targets32;
@@ -97,12 +97,12 @@ struct Batch {
   std::vector<float> pattern;  // [T,T]
 };
 
-Batch random_batch(int vocab, int B, int T, std::uint64_t seed) {
+TokenBatch random_token_batch(int vocab, int B, int T, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> token(0, vocab - 1);
   std::uniform_int_distribution<int> eighths(1, 16);
   std::bernoulli_distribution coin(0.5);
-  Batch b;
+  TokenBatch b;
   b.B = B;
   b.T = T;
   for (int n = 0; n < B * T; ++n) {
@@ -141,7 +141,7 @@ void check_against_reference(int B, int T, float bias, std::uint64_t seed) {
 
   const ref::Parameters p = random_reference_parameters<Net>(seed);
   const std::vector<Real> params = to_flat<Net>(p);
-  const Batch batch = random_batch(s.vocab, B, T, seed + 1);
+  const TokenBatch batch = random_token_batch(s.vocab, B, T, seed + 1);
 
   // reference (bias strength as the float the fast model receives)
   ref::Matrix pattern;
@@ -233,7 +233,7 @@ void check_finite_differences(int B, int T, float bias, std::uint64_t seed) {
   CAPTURE(Net::shape.heads);
   CAPTURE(Net::shape.layers);
   std::vector<double> params = to_flat<Net>(random_reference_parameters<Net>(seed));
-  const Batch batch = random_batch(Net::V, B, T, seed + 1);
+  const TokenBatch batch = random_token_batch(Net::V, B, T, seed + 1);
   const emergent::ForwardInput in{
       B, T, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, bias};
   typename Net::Workspace ws;
@@ -335,7 +335,7 @@ TEST_CASE_TEMPLATE("backward accumulates: two backward passes give twice the gra
                    double) {
   using Net = Model<DotAttention, kThreeLayers, Real>;
   const std::vector<Real> params = to_flat<Net>(random_reference_parameters<Net>(5));
-  const Batch batch = random_batch(Net::V, 3, 10, 6);
+  const TokenBatch batch = random_token_batch(Net::V, 3, 10, 6);
   const emergent::ForwardInput in{
       3, 10, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, 0.8f};
   typename Net::Workspace ws;
@@ -380,7 +380,7 @@ TEST_CASE("flat buffer layout: tensors aligned, padding exists and stays zero in
   // too, here with an initialised model)
   std::vector<float> params(Net::parameter_count), grads(Net::parameter_count, 0.0f);
   Net::init(params, 3);
-  const Batch batch = random_batch(Net::V, 2, 9, 4);
+  const TokenBatch batch = random_token_batch(Net::V, 2, 9, 4);
   typename Net::Workspace ws;
   Net::forward(params,
                {2, 9, batch.tokens32, batch.targets32, batch.weights_f, batch.pattern, 0.8f}, ws);

@@ -24,6 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "neox_fixtures.hpp"
+#include "temp_dir.hpp"
+
 namespace fs = std::filesystem;
 using emergent::Error;
 using emergent::neox::ForwardHooks;
@@ -33,15 +36,8 @@ using emergent::neox::PatternOverride;
 
 namespace {
 
-const fs::path kGolden = fs::path(EMERGENT_SOURCE_DIR) / "tests" / "golden" / "neox";
-
-nlohmann::json manifest() {
-  std::ifstream in(kGolden / "manifest.json");
-  return nlohmann::json::parse(in);
-}
-
 const emergent::SafetensorsFile& expected_values() {
-  static const emergent::SafetensorsFile file(kGolden / "expected.safetensors");
+  static const emergent::SafetensorsFile file(kNeoxGolden / "expected.safetensors");
   return file;
 }
 
@@ -84,30 +80,16 @@ double softmax_probability(const std::vector<float>& logits, int vocab, int posi
   return std::exp(row[target] - max) / sum;
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    dir = fs::temp_directory_path() /
-          ("emergent_neox_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+// A writable copy of a fixture folder inside `tmp`.
+fs::path writable_copy(const TempDir& tmp, const std::string& fixture) {
+  const fs::path to = tmp / fixture;
+  fs::copy(kNeoxGolden / fixture, to, fs::copy_options::recursive);
+  for (const auto& entry : fs::directory_iterator(to)) {
+    fs::permissions(entry.path(), fs::perms::owner_read | fs::perms::owner_write,
+                    fs::perm_options::add);
   }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  // A writable copy of a fixture folder.
-  fs::path copy_of(const std::string& fixture) const {
-    const fs::path to = dir / fixture;
-    fs::copy(kGolden / fixture, to, fs::copy_options::recursive);
-    for (const auto& entry : fs::directory_iterator(to)) {
-      fs::permissions(entry.path(), fs::perms::owner_read | fs::perms::owner_write,
-                      fs::perm_options::add);
-    }
-    return to;
-  }
-};
+  return to;
+}
 
 std::string error_of(const fs::path& folder) {
   try {
@@ -151,12 +133,12 @@ std::string read_text(const fs::path& path) {
 
 TEST_CASE(
     "neox golden: logits and attention patterns match transformers for every fixture folder") {
-  const nlohmann::json m = manifest();
+  const nlohmann::json m = neox_manifest();
   INFO("fixtures made with transformers " << m["versions"]["transformers"].get<std::string>());
   for (const auto& c : m["cases"]) {
     const std::string folder = c["folder"];
     CAPTURE(folder);
-    const auto loaded = load_checkpoint(kGolden / folder);
+    const auto loaded = load_checkpoint(kNeoxGolden / folder);
     CHECK(loaded.sha256 == c["sha256"].get<std::string>());
     const Network& net = *loaded.network;
     const int L = net.layers(), H = net.heads(), V = net.config().vocab_size;
@@ -180,10 +162,10 @@ TEST_CASE(
 }
 
 TEST_CASE("neox: the sharded checkpoint equals the unsharded one") {
-  const auto single = load_checkpoint(kGolden / "parallel_f16");
-  const auto sharded = load_checkpoint(kGolden / "parallel_f16_sharded");
-  CHECK(emergent::CheckpointFolder(kGolden / "parallel_f16_sharded").sharded());
-  CHECK(emergent::CheckpointFolder(kGolden / "parallel_f16_sharded").files().size() >= 2);
+  const auto single = load_checkpoint(kNeoxGolden / "parallel_f16");
+  const auto sharded = load_checkpoint(kNeoxGolden / "parallel_f16_sharded");
+  CHECK(emergent::CheckpointFolder(kNeoxGolden / "parallel_f16_sharded").sharded());
+  CHECK(emergent::CheckpointFolder(kNeoxGolden / "parallel_f16_sharded").files().size() >= 2);
   CHECK(single.sha256 != sharded.sha256);  // the sharded hash covers the shards' bytes
   for (const auto& t : emergent::neox::checkpoint_tensors(single.network->config())) {
     CAPTURE(t.name);
@@ -195,17 +177,17 @@ TEST_CASE("neox: the sharded checkpoint equals the unsharded one") {
 }
 
 TEST_CASE("neox: the sha256 of one model.safetensors is that of its bytes") {
-  const fs::path file = kGolden / "parallel_f32" / "model.safetensors";
+  const fs::path file = kNeoxGolden / "parallel_f32" / "model.safetensors";
   const std::string bytes = read_text(file);
-  CHECK(load_checkpoint(kGolden / "parallel_f32").sha256 ==
+  CHECK(load_checkpoint(kNeoxGolden / "parallel_f32").sha256 ==
         emergent::sha256_hex(std::string_view(bytes)));
 }
 
 TEST_CASE("neox golden: attention-pattern patching between two models matches transformers") {
-  const nlohmann::json m = manifest();
+  const nlohmann::json m = neox_manifest();
   for (const auto& p : m["patching"]) {
-    const auto pre = load_checkpoint(kGolden / p["pre"].get<std::string>());
-    const auto post = load_checkpoint(kGolden / p["post"].get<std::string>());
+    const auto pre = load_checkpoint(kNeoxGolden / p["pre"].get<std::string>());
+    const auto post = load_checkpoint(kNeoxGolden / p["post"].get<std::string>());
     const nlohmann::json* prompt = nullptr;
     for (const auto& c : m["cases"])
       if (c["folder"] == p["pre"]) prompt = &c["prompts"][p["prompt"].get<std::size_t>()];
@@ -247,7 +229,7 @@ TEST_CASE("neox golden: attention-pattern patching between two models matches tr
 }
 
 TEST_CASE("neox: overriding every head with its own pattern changes nothing") {
-  const auto loaded = load_checkpoint(kGolden / "parallel_f32");
+  const auto loaded = load_checkpoint(kNeoxGolden / "parallel_f32");
   const Network& net = *loaded.network;
   // 70 tokens: two query blocks of the attention, so the override path covers both.
   std::vector<std::int32_t> tokens(70);
@@ -271,7 +253,7 @@ TEST_CASE("neox: overriding every head with its own pattern changes nothing") {
 }
 
 TEST_CASE("neox: hooks are called per layer in order with [H, T, T] scores and patterns") {
-  const auto loaded = load_checkpoint(kGolden / "sequential_f32");
+  const auto loaded = load_checkpoint(kNeoxGolden / "sequential_f32");
   const Network& net = *loaded.network;
   const std::vector<std::int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5};
   const int T = static_cast<int>(tokens.size()), H = net.heads();
@@ -316,7 +298,7 @@ TEST_CASE("neox: hooks are called per layer in order with [H, T, T] scores and p
 }
 
 TEST_CASE("neox: bad forward inputs are errors") {
-  const auto loaded = load_checkpoint(kGolden / "tied_f32");
+  const auto loaded = load_checkpoint(kNeoxGolden / "tied_f32");
   const Network& net = *loaded.network;
   const std::vector<std::int32_t> tokens = {1, 2, 3};
   CHECK_THROWS_WITH_AS(net.forward(std::vector<std::int32_t>{1, 80}),
@@ -364,7 +346,7 @@ TEST_CASE("neox: checkpoint tensor names and the buffers to skip") {
 TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the tensor or field") {
   TempDir tmp;
   SUBCASE("missing tensor") {
-    const fs::path f = tmp.copy_of("parallel_f32");
+    const fs::path f = writable_copy(tmp, "parallel_f32");
     rewrite_weights(f, [](std::vector<emergent::TensorToWrite>& t) {
       std::erase_if(
           t, [](const auto& x) { return x.name == "gpt_neox.layers.1.mlp.dense_4h_to_h.bias"; });
@@ -374,7 +356,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
     CHECK(e.find("missing tensor 'gpt_neox.layers.1.mlp.dense_4h_to_h.bias'") != std::string::npos);
   }
   SUBCASE("wrong shape") {
-    const fs::path f = tmp.copy_of("parallel_f32");
+    const fs::path f = writable_copy(tmp, "parallel_f32");
     rewrite_weights(f, [](std::vector<emergent::TensorToWrite>& t) {
       for (auto& x : t)
         if (x.name == "gpt_neox.layers.0.attention.dense.bias") x.shape = {8, 8};
@@ -387,7 +369,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
         std::string::npos);
   }
   SUBCASE("a tensor the model does not have") {
-    const fs::path f = tmp.copy_of("parallel_f32");
+    const fs::path f = writable_copy(tmp, "parallel_f32");
     const std::vector<float> extra(4, 1.0f);
     rewrite_weights(f, [&](std::vector<emergent::TensorToWrite>& t) {
       t.push_back({"gpt_neox.layers.0.mystery", {4}, extra});
@@ -396,7 +378,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
     CHECK(e.find("tensor 'gpt_neox.layers.0.mystery' is not a parameter") != std::string::npos);
   }
   SUBCASE("embed_out in a checkpoint whose config ties it") {
-    const fs::path f = tmp.copy_of("tied_f32");
+    const fs::path f = writable_copy(tmp, "tied_f32");
     const std::vector<float> extra(80 * 32, 0.5f);
     rewrite_weights(f, [&](std::vector<emergent::TensorToWrite>& t) {
       t.push_back({"embed_out.weight", {80, 32}, extra});
@@ -404,7 +386,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
     CHECK(error_of(f).find("tie_word_embeddings is true") != std::string::npos);
   }
   SUBCASE("missing shard") {
-    const fs::path f = tmp.copy_of("parallel_f16_sharded");
+    const fs::path f = writable_copy(tmp, "parallel_f16_sharded");
     fs::remove(f / "model-00002-of-00003.safetensors");
     const std::string e = error_of(f);
     CHECK(e.find((f / "model.safetensors.index.json").string() +
@@ -413,7 +395,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
     CHECK(e.find("cannot be read") != std::string::npos);
   }
   SUBCASE("index maps a tensor to a shard that lacks it") {
-    const fs::path f = tmp.copy_of("parallel_f16_sharded");
+    const fs::path f = writable_copy(tmp, "parallel_f16_sharded");
     auto index = nlohmann::json::parse(read_text(f / "model.safetensors.index.json"));
     const std::string moved = "gpt_neox.embed_in.weight";
     const std::string from = index["weight_map"][moved];
@@ -427,7 +409,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
                  "', which does not contain it") != std::string::npos);
   }
   SUBCASE("a shard holds a tensor the index does not list") {
-    const fs::path f = tmp.copy_of("parallel_f16_sharded");
+    const fs::path f = writable_copy(tmp, "parallel_f16_sharded");
     auto index = nlohmann::json::parse(read_text(f / "model.safetensors.index.json"));
     index["weight_map"].erase("gpt_neox.final_layer_norm.bias");
     write_text(f / "model.safetensors.index.json", index.dump());
@@ -437,13 +419,13 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
         std::string::npos);
   }
   SUBCASE("index names a file outside the folder") {
-    const fs::path f = tmp.copy_of("parallel_f16_sharded");
+    const fs::path f = writable_copy(tmp, "parallel_f16_sharded");
     write_text(f / "model.safetensors.index.json",
                R"({"weight_map": {"a": "../model.safetensors"}})");
     CHECK(error_of(f).find("is not a plain file name") != std::string::npos);
   }
   SUBCASE("bad config field") {
-    const fs::path f = tmp.copy_of("parallel_f32");
+    const fs::path f = writable_copy(tmp, "parallel_f32");
     auto config = nlohmann::json::parse(read_text(f / "config.json"));
     config["num_attention_heads"] = "four";
     write_text(f / "config.json", config.dump());
@@ -453,7 +435,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
           std::string::npos);
   }
   SUBCASE("no config.json, no weights") {
-    const fs::path f = tmp.copy_of("parallel_f32");
+    const fs::path f = writable_copy(tmp, "parallel_f32");
     fs::remove(f / "model.safetensors");
     CHECK(error_of(f).find(
               ": no weights: expected model.safetensors or model.safetensors.index.json") !=
@@ -462,7 +444,7 @@ TEST_CASE("neox: a bad checkpoint folder is an error naming the file and the ten
     CHECK(error_of(f).find((f / "config.json").string() + ": cannot open") != std::string::npos);
   }
   SUBCASE("a shape that is not compiled") {
-    const fs::path f = tmp.copy_of("parallel_f32");
+    const fs::path f = writable_copy(tmp, "parallel_f32");
     auto config = nlohmann::json::parse(read_text(f / "config.json"));
     config["num_hidden_layers"] = 3;
     write_text(f / "config.json", config.dump());

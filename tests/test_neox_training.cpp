@@ -63,7 +63,7 @@ std::vector<std::int32_t> random_tokens(int count, int vocab, std::uint64_t seed
   return out;
 }
 
-const std::filesystem::path kGolden =
+const std::filesystem::path kTrainGolden =
     std::filesystem::path(EMERGENT_SOURCE_DIR) / "tests" / "golden" / "neox_train";
 
 // A fixture tensor (F64 or I64 in the file) as doubles.
@@ -99,8 +99,8 @@ double relative_error(std::span<const Real> ours, const std::vector<double>& the
 template <class Real>
 void check_against_transformers(const std::string& name, double tolerance) {
   CAPTURE(name);
-  const NeoxConfig config = emergent::read_neox_config(kGolden / (name + ".config.json"));
-  const emergent::SafetensorsFile file(kGolden / (name + ".safetensors"));
+  const NeoxConfig config = emergent::read_neox_config(kTrainGolden / (name + ".config.json"));
+  const emergent::SafetensorsFile file(kTrainGolden / (name + ".safetensors"));
   NeoxTrainingNetwork<Real> net(config);
   int parameters = 0;
   for (const auto& t : net.tensors()) {
@@ -253,7 +253,7 @@ TEST_CASE("neox training: an exported checkpoint is what transformers loaded, sa
       std::filesystem::temp_directory_path() / ("emergent-export-" + std::to_string(::getpid()));
   emergent::neox::save_checkpoint(
       out, c, [&](std::string_view name) { return std::span<const float>(net.parameter(name)); });
-  const std::filesystem::path golden = kGolden / "export";
+  const std::filesystem::path golden = kTrainGolden / "export";
   const auto bytes = [](const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -26,15 +26,11 @@
 #include <utility>
 #include <vector>
 
+#include "neox_fixtures.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kGolden = fs::path(EMERGENT_SOURCE_DIR) / "tests/golden/neox";
-
-nlohmann::json manifest() {
-  std::ifstream in(kGolden / "manifest.json");
-  return nlohmann::json::parse(in);
-}
 
 std::vector<std::int32_t> prompt_tokens(const nlohmann::json& m, const std::string& folder,
                                         std::size_t index) {
@@ -86,11 +82,11 @@ const std::vector<std::int64_t> kFlipSteps = {0,   1,   2,   4,    8,    16,   3
 TEST_CASE(
     "patch_attention_heads: per-head patched probabilities match transformers; top K recovers its "
     "share") {
-  const nlohmann::json m = manifest();
+  const nlohmann::json m = neox_manifest();
   REQUIRE(!m["patching"].empty());
   for (const auto& p : m["patching"]) {
-    const auto pre = emergent::neox::load_checkpoint(kGolden / p["pre"].get<std::string>());
-    const auto post = emergent::neox::load_checkpoint(kGolden / p["post"].get<std::string>());
+    const auto pre = emergent::neox::load_checkpoint(kNeoxGolden / p["pre"].get<std::string>());
+    const auto post = emergent::neox::load_checkpoint(kNeoxGolden / p["post"].get<std::string>());
     const auto tokens = prompt_tokens(m, p["pre"], p["prompt"].get<std::size_t>());
     const std::int32_t target = p["target"];
     const int H = pre.network->heads();
@@ -121,7 +117,7 @@ TEST_CASE(
 }
 
 TEST_CASE("find_emergence on a self-made checkpoint suite whose answer flips at a known step") {
-  const fs::path source = kGolden / "parallel_f32";
+  const fs::path source = kNeoxGolden / "parallel_f32";
   const auto base = emergent::neox::load_checkpoint(source);
   const emergent::NeoxConfig& config = base.network->config();
   const std::vector<std::int32_t> prompt = {5, 17, 42, 9, 5, 17, 42};
@@ -165,7 +161,7 @@ TEST_CASE("find_emergence on a self-made checkpoint suite whose answer flips at 
 }
 
 TEST_CASE("pythia prompt sets: the search over a suite on disk follows the accuracy threshold") {
-  const fs::path source = kGolden / "parallel_f32";
+  const fs::path source = kNeoxGolden / "parallel_f32";
   const auto base = emergent::neox::load_checkpoint(source);
   // Two prompts whose greedy tokens differ; each gets a target row that wins from its own step.
   std::vector<emergent::CapabilityTokens> set = {{{5, 17, 42, 9, 5, 17, 42}, 0},

@@ -22,12 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "neox_fixtures.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using emergent::CapabilityTokens;
 using emergent::NextTokenPrediction;
-const fs::path kGolden = fs::path(EMERGENT_SOURCE_DIR) / "tests/golden/neox";
 
 NextTokenPrediction prediction(double p, bool right) {
   NextTokenPrediction x;
@@ -44,7 +45,7 @@ struct GoldenPatching {
 };
 
 GoldenPatching golden_patching() {
-  std::ifstream in(kGolden / "manifest.json");
+  std::ifstream in(kNeoxGolden / "manifest.json");
   const nlohmann::json m = nlohmann::json::parse(in);
   GoldenPatching g;
   for (const auto& p : m["patching"]) {
@@ -172,7 +173,7 @@ TEST_CASE("pythia prompt sets: mean p(target), accuracy and the threshold, by ha
 
 TEST_CASE(
     "pythia prompt sets: a checkpoint's evaluation is the per-prompt prediction, aggregated") {
-  const auto model = emergent::neox::load_checkpoint(kGolden / "parallel_f32");
+  const auto model = emergent::neox::load_checkpoint(kNeoxGolden / "parallel_f32");
   const std::vector<CapabilityTokens> set = {
       {{5, 17, 42, 9, 5, 17, 42}, 9}, {{83, 38, 53, 76, 116, 24}, 21}, {{47}, 113}, {{3, 4, 3}, 0}};
   // Make one prompt right: its target is the model's greedy token.
@@ -283,8 +284,8 @@ TEST_CASE("pythia prompt sets: top K capped at the number of heads, each K once;
 TEST_CASE(
     "pythia prompt sets: patching averaged over prompts matches transformers' per-prompt values") {
   const GoldenPatching g = golden_patching();
-  const auto pre = emergent::neox::load_checkpoint(kGolden / "parallel_f32");
-  const auto post = emergent::neox::load_checkpoint(kGolden / "parallel_legacy_f16");
+  const auto pre = emergent::neox::load_checkpoint(kNeoxGolden / "parallel_f32");
+  const auto post = emergent::neox::load_checkpoint(kNeoxGolden / "parallel_legacy_f16");
   const emergent::SetPatchingResult r =
       emergent::patch_heads_over_prompt_set(*pre.network, *post.network, g.set);
   const double mean_pre =
@@ -340,8 +341,8 @@ TEST_CASE(
 
 TEST_CASE("pythia prompt sets: one prompt gives the single-prompt patching; no gap, no recovery") {
   const GoldenPatching g = golden_patching();
-  const auto pre = emergent::neox::load_checkpoint(kGolden / "parallel_f32");
-  const auto post = emergent::neox::load_checkpoint(kGolden / "parallel_legacy_f16");
+  const auto pre = emergent::neox::load_checkpoint(kNeoxGolden / "parallel_f32");
+  const auto post = emergent::neox::load_checkpoint(kNeoxGolden / "parallel_legacy_f16");
   const std::vector<CapabilityTokens> one = {g.set[1]};
   const auto set = emergent::patch_heads_over_prompt_set(*pre.network, *post.network, one);
   const auto single =
@@ -367,7 +368,7 @@ TEST_CASE("pythia prompt sets: one prompt gives the single-prompt patching; no g
   for (const auto& h : same.heads) CHECK(std::abs(h.delta_mean_p) < 1e-6);
   for (const auto& top : same.top_k) CHECK(!top.recovery);
 
-  const auto other = emergent::neox::load_checkpoint(kGolden / "sequential_f32");
+  const auto other = emergent::neox::load_checkpoint(kNeoxGolden / "sequential_f32");
   CHECK_THROWS_WITH_AS(emergent::patch_heads_over_prompt_set(*pre.network, *other.network, g.set),
                        doctest::Contains("different architectures"), emergent::Error);
   CHECK_THROWS_WITH_AS(emergent::patch_heads_over_prompt_set(*pre.network, *post.network, {}),

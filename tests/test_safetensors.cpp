@@ -15,25 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    dir = fs::temp_directory_path() / ("emergent_safetensors_test_" + std::to_string(::getpid()) +
-                                       "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path operator/(const std::string& name) const { return dir / name; }
-};
 
 void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -374,7 +360,7 @@ TEST_CASE("safetensors: truncated files") {
       CHECK(std::string(e.what()).find("cannot open") != std::string::npos);
     }
     try {
-      emergent::SafetensorsFile f(tmp.dir);
+      emergent::SafetensorsFile f(tmp.path);
       FAIL("opened a directory");
     } catch (const emergent::Error& e) {
       CHECK(std::string(e.what()).find("not a regular file") != std::string::npos);

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace {
 
 using emergent::ListOps;
@@ -33,15 +35,6 @@ std::vector<listops::Example> examples(int n, int min_length = 10, int max_lengt
   for (int i = 0; i < n; ++i) out.push_back(task.example(4, ListOps::Split::train, i));
   return out;
 }
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char pattern[] = "/tmp/emergent-spt-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 nlohmann::json tiny_config() {
   return {{"min_length", 10},     {"max_length", 60},    {"max_depth", 6},

@@ -27,6 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
+#include "run_folder_reading.hpp"
+#include "temp_dir.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -38,26 +42,6 @@ constexpr emergent::Shape kMapShape{
     .vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16};
 using DyckNet = emergent::Model<emergent::DotAttention, kDyckShape>;
 using MapNet = emergent::Model<emergent::DotAttention, kMapShape>;
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("emergent_stages_" + tag + "_" +
-                                        std::to_string(::getpid()) + "_" + std::to_string(rd()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-struct ThreadCountGuard {
-  int saved = emergent::thread_count();
-  ~ThreadCountGuard() { emergent::set_thread_count(saved); }
-};
 
 TrainConfig common(std::int64_t steps, std::uint64_t seed) {
   TrainConfig c;
@@ -90,34 +74,6 @@ TrainConfig map_config(std::int64_t steps, const fs::path& from, const std::stri
   c.init_from = from.string();
   c.init_take = take;
   return c;
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<nlohmann::json> read_metrics(const fs::path& dir) {
-  std::ifstream in(dir / "metrics.jsonl");
-  std::vector<nlohmann::json> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json row = nlohmann::json::parse(line);
-    row.erase("wall_s");
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const emergent::Error& e) {
-    return e.what();
-  }
-  FAIL("expected emergent::Error");
-  return {};
 }
 
 // The parameters a stage-2 model starts from: its init, then the source's tensors as `take` says.

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -39,26 +41,6 @@ const json& golden() {
 std::vector<std::int32_t> ids_of(const json& array) {
   return array.get<std::vector<std::int32_t>>();
 }
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    dir = fs::temp_directory_path() / ("emergent_tokenizer_test_" + std::to_string(::getpid()) +
-                                       "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path path = dir / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-};
 
 // Message of the emergent::Error that `load` throws (fails the test if it throws nothing).
 std::string error_message(const std::function<void()>& load) {

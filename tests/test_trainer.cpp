@@ -29,6 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
+#include "run_folder_reading.hpp"
+#include "temp_dir.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,28 +49,8 @@ using OtherNet =
           Shape{.vocab = 2, .d_model = 8, .heads = 4, .layers = 1, .d_ff = 32, .max_len = 16}>;
 
 // A scratch folder removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("emergent_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 // Restores the OpenMP thread count that Trainer::run and the tests change.
-struct ThreadCountGuard {
-  int saved = emergent::thread_count();
-  ~ThreadCountGuard() { emergent::set_thread_count(saved); }
-};
 
 TrainConfig small_config(std::int64_t steps = 40, std::uint64_t seed = 3) {
   TrainConfig c;
@@ -88,27 +72,6 @@ emergent::RunSummary train(const TrainConfig& c, const fs::path& dir) {
   return emergent::Trainer<Net>(c, dir, /*show_progress=*/false).run();
 }
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<nlohmann::json> read_metrics(const fs::path& dir, bool drop_wall = true) {
-  std::ifstream in(dir / "metrics.jsonl");
-  REQUIRE(in.good());
-  std::vector<nlohmann::json> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    REQUIRE_FALSE(line.empty());
-    nlohmann::json row = nlohmann::json::parse(line);
-    REQUIRE(row.contains("wall_s"));
-    if (drop_wall) row.erase("wall_s");
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
 std::vector<std::int64_t> steps_of(const std::vector<nlohmann::json>& rows) {
   std::vector<std::int64_t> steps;
   for (const auto& r : rows) steps.push_back(r.at("step").get<std::int64_t>());
@@ -127,20 +90,6 @@ void check_same_tensors(const fs::path& a, const fs::path& b) {
     CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
   }
   CHECK(fa.metadata() == fb.metadata());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const emergent::Error& e) {
-    return e.what();
-  }
-  FAIL("expected emergent::Error");
-  return {};
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace

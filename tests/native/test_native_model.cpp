@@ -14,9 +14,9 @@ using emergent::DotAttention;
 using emergent::Shape;
 using native_checks::check_float_against_double;
 
-constexpr Shape kHead16{
+constexpr Shape kModelHead16{
     .vocab = 3, .d_model = 32, .heads = 2, .layers = 2, .d_ff = 48, .max_len = 200};
-constexpr Shape kHead32{
+constexpr Shape kModelHead32{
     .vocab = 2, .d_model = 64, .heads = 2, .layers = 1, .d_ff = 64, .max_len = 70};
 }  // namespace
 
@@ -24,8 +24,8 @@ TEST_CASE(
     "fp32 model on this machine's kernels matches the double model: loss, attention, gradients") {
   for (int length : {1, 17, 31, 33, 64, 65, 130, 200})
     for (bool bias : {false, true})
-      check_float_against_double<kHead16, DotAttention>(3, length, bias);
+      check_float_against_double<kModelHead16, DotAttention>(3, length, bias);
   for (int length : {5, 48, 70})
     for (bool bias : {false, true})
-      check_float_against_double<kHead32, DotAttention>(2, length, bias);
+      check_float_against_double<kModelHead32, DotAttention>(2, length, bias);
 }
