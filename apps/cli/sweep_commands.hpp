@@ -346,7 +346,6 @@ class SweepCommands {
       const std::string where = "run " + r->id + " {" + r->label + "}";
       require(!is_self_pretraining(r->config) && !is_language_model(r->config), where,
               "self-pretraining and language-model runs train with --backend cpu only");
-      require_device_trainable(train_config_from_json(r->config, where), where);
     }
     const double memory = device_memory(ensemble_program(backend_), dir);
     const auto max_members = [&](const TrainConfig& config) {

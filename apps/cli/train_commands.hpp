@@ -185,7 +185,6 @@ class TrainCommands {
       require_memory_fits(estimated_training_bytes(c, members), machine_memory_bytes(),
                           "this machine's memory", "--seeds " + seeds_,
                           std::to_string(members) + " seeds, batch_tokens and the shape");
-    require_device_trainable(c, "command line");
     const std::filesystem::path program =
         device_program(backend_, c.mixer, c.shape, compiler_info_);
     std::filesystem::create_directories(out_);

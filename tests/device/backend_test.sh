@@ -2,9 +2,9 @@
 # `emergent train --backend thrust-omp --seeds` end to end (ctest device_backend): the device
 # ensemble writes the CPU's run folders, so a run started on one backend resumes on the other and
 # ends where a run on the CPU alone ends (the members of an ensemble each from its own
-# checkpoint); the causal MLP-Mixer's ensemble follows its CPU runs; a mixed sweep packs its runs
-# into ensembles, survives two kills and gives the CPU sweep's rows; and bad requests get one
-# line and a non-zero exit.
+# checkpoint); the causal MLP-Mixer's ensemble and Dyck's follow their CPU runs; a mixed sweep
+# packs its runs into ensembles, survives two kills and gives the CPU sweep's rows; and bad
+# requests get one line and a non-zero exit.
 #   tests/device/backend_test.sh path/to/emergent
 set -euo pipefail
 cli=$1
@@ -134,6 +134,25 @@ assert worst < 1e-4, worst
 assert all(device[i]["result"]["steps_done"] == 60 for i in device)
 PY
 
+# Dyck on the device: loss weights and bias patterns per sequence, the analysis sequence by
+# sequence (the automaton's prebuilt shape: vocab 2k = 4, 4 layers), as its CPU runs.
+dyck=(--task dyck --k 2 --tokens 16 --layers 4 --max-len 256 --bias 1 --batch-tokens 64
+      --steps 15 --log-every 5 --analysis-every 5 --seeds 0-1 --threads 2 --quiet)
+"$cli" train "${dyck[@]}" --out "$dir/dyck_cpu" > /dev/null
+"$cli" train "${dyck[@]}" --backend thrust-omp --out "$dir/dyck_device" > /dev/null
+python3 - "$dir" <<'PY'
+import json, sys
+root = sys.argv[1]
+for seed in (0, 1):
+    cpu, device = ([json.loads(line) for line in open(f"{root}/{run}/seed_{seed}/metrics.jsonl")]
+                   for run in ("dyck_cpu", "dyck_device"))
+    assert [r["step"] for r in device] == [r["step"] for r in cpu] == [0, 5, 10], device
+    worst = max(abs(a[k] - b[k]) for a, b in zip(cpu, device)
+                for k in ("loss", "closing_loss", "closing_accuracy", "attention_iou"))
+    print(f"dyck seed {seed}: worst |loss, closing loss, iou - cpu| {worst:.2e}")
+    assert worst < 1e-3, (seed, worst)
+PY
+
 # Bad requests: one line naming what to change, a non-zero exit, nothing trained.
 expect_error() {  # expected text, then the command
   local text=$1; shift
@@ -141,8 +160,6 @@ expect_error() {  # expected text, then the command
   grep -q "$text" "$dir/err.txt" || { echo "wrong error for $*:"; cat "$dir/err.txt"; exit 1; }
 }
 expect_error "give --seeds" "$cli" train "${common[@]}" --steps 5 --backend thrust-omp --out "$dir/bad"
-expect_error "has loss weights per sequence, not supported on the device backend" \
-  "$cli" train --task dyck --steps 5 --seeds 0-1 --backend thrust-omp --out "$dir/bad2"
 # Runs that cannot share an ensemble (here: S = 5 and 6, two sequence lengths) are refused by
 # the ensemble program in one line naming the field.
 configs=$(python3 - "$dir" <<'PY'

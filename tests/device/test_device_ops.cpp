@@ -3,6 +3,7 @@
 // accumulate into what the buffers held.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <emergent/cuda/cross_entropy.cuh>
 #include <emergent/cuda/dot_attention.cuh>
@@ -149,6 +150,49 @@ TEST_CASE("device cross-entropy: member losses and logit gradients against the r
           doctest::Approx(ref::cross_entropy_forward(L, te, B, T, w_double)).epsilon(kTolerance));
     CHECK(relative_error(dl_host, e * B * T * V,
                          ref::cross_entropy_backward(L, te, B, T, w_double)) < kTolerance);
+  }
+}
+
+TEST_CASE("device cross-entropy with weights per token: each sequence's weighted mean") {
+  const int B = 3, T = 5, V = 6, rows = kMembers * B * T;
+  const std::vector<float> logits = random_floats(rows * V, 16, 3.0);
+  // [E, B, T] weights, 0 or 1 as Dyck's; sequence 1 of member 0 has none (it counts 0)
+  std::vector<float> weights(rows);
+  for (int n = 0; n < rows; ++n) weights[n] = (n * 5 + n / 7) % 3 == 0 ? 0.0f : 1.0f;
+  for (int t = 0; t < T; ++t) weights[T + t] = 0;
+  std::vector<std::int32_t> targets(rows);
+  for (int n = 0; n < rows; ++n) targets[n] = (n * 7 + 3) % V;
+  DeviceVector<float> l = to_device(logits), probs(rows * V), ce(rows), correct(rows),
+                      w = to_device(weights), dl(rows * V), scales(kMembers * B);
+  DeviceVector<std::int32_t> t;
+  cuda::copy_to_device<std::int32_t>(targets, t);
+  DeviceVector<double> losses(kMembers);
+  cuda::cross_entropy_forward(raw(probs), raw(ce), raw(correct), raw(l), raw(t), rows, V);
+  cuda::weighted_member_means(raw(losses), raw(ce), raw(w), kMembers, B, T, true);
+  cuda::loss_scale(raw(scales), raw(w), kMembers, B, T, true);
+  cuda::cross_entropy_backward(raw(dl), raw(probs), raw(t), raw(w), rows, B, T, V, raw(scales),
+                               true);
+  const auto loss_host = copy_to_host(losses);
+  const auto dl_host = copy_to_host(dl);
+  for (int e = 0; e < kMembers; ++e) {
+    CAPTURE(e);
+    double loss = 0;
+    for (int b = 0; b < B; ++b) {
+      CAPTURE(b);
+      const int at = (e * B + b) * T;  // the sequence's first row
+      const std::vector<double> w_double(weights.begin() + at, weights.begin() + at + T);
+      const ref::Matrix L = matrix(logits, std::size_t(at) * V, T, V);
+      const std::vector<int> te(targets.begin() + at, targets.begin() + at + T);
+      if (std::all_of(w_double.begin(), w_double.end(), [](double v) { return v == 0; })) {
+        for (int i = 0; i < T * V; ++i) CHECK(dl_host[std::size_t(at) * V + i] == 0.0f);
+        continue;
+      }
+      loss += ref::cross_entropy_forward(L, te, 1, T, w_double) / B;
+      CHECK(relative_error(dl_host, std::size_t(at) * V,
+                           ref::Matrix(ref::cross_entropy_backward(L, te, 1, T, w_double) / B)) <
+            kTolerance);
+    }
+    CHECK(loss_host[e] == doctest::Approx(loss).epsilon(kTolerance));
   }
 }
 

@@ -26,10 +26,15 @@
 namespace device_trainer_shapes {
 inline constexpr emergent::Shape kShape{
     .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 32, .max_len = 11};
+// Dyck with k = 2 and the automaton with 4 colours, both 23 positions (the automaton: 6 states of
+// S = 4 cells)
+inline constexpr emergent::Shape kDyckShape{
+    .vocab = 4, .d_model = 16, .heads = 2, .layers = 2, .d_ff = 32, .max_len = 23};
 }  // namespace device_trainer_shapes
 
 namespace {
 
+using device_trainer_shapes::kDyckShape;
 using device_trainer_shapes::kShape;
 using emergent::TrainConfig;
 namespace fs = std::filesystem;
@@ -51,6 +56,31 @@ double json_difference(const nlohmann::json& a, const nlohmann::json& b) {
     return worst;
   }
   return a == b ? 0.0 : 1e9;
+}
+
+// The largest difference of a value between the metrics rows of a CPU run and its device twin
+// (every CPU column present on the device, the wall time aside); the device rows have one column
+// more, changed_on_resume, at step `extended_at` only (-1: nowhere).
+double worst_row_difference(const fs::path& cpu_dir, const fs::path& device_dir,
+                            std::int64_t extended_at = -1) {
+  const std::vector<nlohmann::json> cpu = metrics_rows(cpu_dir), device = metrics_rows(device_dir);
+  REQUIRE(cpu.size() == device.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    CAPTURE(cpu[i].dump());
+    CAPTURE(device[i].dump());
+    for (auto it = cpu[i].begin(); it != cpu[i].end(); ++it) {
+      if (it.key() == "wall_s") continue;
+      REQUIRE(device[i].contains(it.key()));
+      worst = std::max(worst, json_difference(it.value(), device[i][it.key()]));
+    }
+    const bool extended = cpu[i]["step"] == extended_at;
+    CHECK(device[i].contains("changed_on_resume") == extended);
+    CHECK(device[i].size() == cpu[i].size() + (extended ? 1 : 0));
+  }
+  MESSAGE(device_dir.filename().string()
+          << ": " << cpu.size() << " rows, worst difference of a value " << worst);
+  return worst;
 }
 
 TrainConfig linear_map(int s, std::uint64_t seed, std::int64_t steps) {
@@ -113,25 +143,8 @@ void check_mixed_ensemble() {
   for (std::size_t e = 0; e < configs.size(); ++e) {
     CAPTURE(e);
     const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
-    const std::vector<nlohmann::json> cpu = metrics_rows(cpu_dir),
-                                      device = metrics_rows(device_dirs[e]);
-    REQUIRE(cpu.size() == device.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) {
-      CAPTURE(cpu[i].dump());
-      CAPTURE(device[i].dump());
-      for (auto it = cpu[i].begin(); it != cpu[i].end(); ++it) {
-        if (it.key() == "wall_s") continue;
-        REQUIRE(device[i].contains(it.key()));
-        worst = std::max(worst, json_difference(it.value(), device[i][it.key()]));
-      }
-      // the one extra column: member 2's resume extended its steps (10 to 25)
-      const bool extended = e == 2 && cpu[i]["step"] == 10;
-      CHECK(device[i].contains("changed_on_resume") == extended);
-      CHECK(device[i].size() == cpu[i].size() + (extended ? 1 : 0));
-    }
-    MESSAGE("member " << e << ": " << cpu.size() << " rows, worst difference of a value " << worst);
-    CHECK(worst < 1e-4);
+    // the one extra column: member 2's resume extended its steps (10 to 25)
+    CHECK(worst_row_difference(cpu_dir, device_dirs[e], e == 2 ? 10 : -1) < 1e-4);
     const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir / "summary.json"),
                          device_summary = emergent::read_json_file(device_dirs[e] / "summary.json");
     CHECK(device_summary["steps_done"] == cpu_summary["steps_done"]);
@@ -168,6 +181,61 @@ void check_mixed_ensemble() {
 
 TEST_CASE("mixed device ensemble: each member's run folder is the CPU's run of it alone") {
   check_mixed_ensemble<kShape>();
+}
+
+// A task whose weights and target move with the sequence (Dyck) on the device: its loss weights,
+// held-out part and bias patterns per sequence, its analysis sequence by sequence, beside a task
+// with fixed ones (the automaton, biased too) in one ensemble.
+TEST_CASE("mixed device ensemble with Dyck: weights, bias and analysis per sequence as the CPU's") {
+  using Net = emergent::Model<emergent::DotAttention, kDyckShape, float>;
+  const fs::path root = fs::temp_directory_path() / ("emergent_dyck_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto config = [](std::uint64_t seed) {
+    TrainConfig c;
+    c.task = "dyck";
+    c.task_params = {{"k", 2}, {"max_depth", 4}, {"tokens", 24}};
+    c.shape = kDyckShape;
+    c.seed = seed;
+    c.steps = 20;
+    c.lr = 3e-3;
+    c.batch_tokens = 96;
+    c.warmup_steps = 5;
+    c.log_every = 5;
+    c.analysis_every = 5;
+    c.checkpoint_every = 10;
+    c.threads = 1;
+    return c;
+  };
+  std::vector<TrainConfig> configs = {config(1), config(2), config(3)};
+  configs[0].bias = 2;  // per-sequence patterns, held out with the bias on
+  configs[0].eval_every = 5;
+  configs[1].task_params = {
+      {"k", 2}, {"max_depth", 3}, {"tokens", 24}, {"open_probability", 0.4}, {"loss", "all"}};
+  configs[1].eval_every = 10;
+  configs[1].eval_batches = 3;
+  configs[2].task = "cellular-automaton";  // fixed weights and target, repeated per sequence
+  configs[2].task_params = {{"S", 4}, {"states", 6}, {"colours", 4}, {"rules", 4}};
+  configs[2].bias = 1;
+  configs[2].eval_every = 5;
+  REQUIRE(emergent::make_task(configs[2]).task->length() == kDyckShape.max_len);
+  std::vector<fs::path> device_dirs;
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    device_dirs.push_back(root / ("device_" + std::to_string(e)));
+    emergent::Trainer<Net>(configs[e], root / ("cpu_" + std::to_string(e)), false).run();
+  }
+  emergent::cuda::EnsembleTrainer<emergent::DotAttention, kDyckShape> ensemble(configs, device_dirs,
+                                                                               false);
+  const std::vector<emergent::RunSummary> summaries = ensemble.run();
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    CAPTURE(e);
+    const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
+    CHECK(worst_row_difference(cpu_dir, device_dirs[e]) < 1e-4);
+    const std::vector<nlohmann::json> rows = metrics_rows(device_dirs[e]);
+    CHECK(rows.back().contains("attention_iou"));  // the analysis is there (and matched above)
+    CHECK(rows[2].contains(e < 2 ? "eval_closing_loss" : "eval_next_state_loss"));  // step 10
+    CHECK(summaries[e].steps_done == 20);
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace

@@ -77,25 +77,30 @@ TEST_CASE("CUDA kernels against their Thrust twins: LayerNorm forward and backwa
 }
 
 TEST_CASE("CUDA kernels against their Thrust twins: causal softmax and its backward") {
-  for (int T : {31, 255}) {
-    CAPTURE(T);
-    const std::int64_t problems = 24, members = 3;  // each member its own pattern and strength
-    const std::vector<float> scores = random_floats(problems * T * T, 21, 4.0),
-                             patterns = random_floats(members * T * T, 22, 1.0),
-                             d_att = random_floats(scores.size(), 23);
-    DeviceVector<float> att(scores.size()),
-        bias = to_device(patterns), strengths = to_device({1.5f, 0.0f, -2.0f}), ds(scores.size());
-    auto reset = [&] { att = to_device(scores); };
-    auto softmax = [&] {
-      cuda::causal_softmax(raw(att), {raw(bias), raw(strengths)}, problems, problems / members, T);
-    };
-    CHECK(twin_difference(reset, softmax, [&] { return copy_to_host(att); }) < kTwinTolerance);
-    reset();
-    softmax();
-    auto reset_ds = [&] { ds = to_device(d_att); };
-    auto backward = [&] { cuda::softmax_backward(raw(ds), raw(att), 0.25f, problems, T); };
-    CHECK(twin_difference(reset_ds, backward, [&] { return copy_to_host(ds); }) < kTwinTolerance);
-  }
+  for (const bool per_sequence : {false, true})
+    for (int T : {31, 255}) {
+      CAPTURE(T);
+      CAPTURE(per_sequence);
+      // each member its own strength, and its own pattern or one per sequence (4 of 2 heads)
+      const std::int64_t problems = 24, members = 3, heads = 2;
+      const std::vector<float> scores = random_floats(problems * T * T, 21, 4.0),
+                               patterns = random_floats(
+                                   (per_sequence ? problems / heads : members) * T * T, 22, 1.0),
+                               d_att = random_floats(scores.size(), 23);
+      DeviceVector<float> att(scores.size()),
+          bias = to_device(patterns), strengths = to_device({1.5f, 0.0f, -2.0f}), ds(scores.size());
+      auto reset = [&] { att = to_device(scores); };
+      auto softmax = [&] {
+        cuda::causal_softmax(raw(att), {raw(bias), raw(strengths), per_sequence}, problems,
+                             problems / members, T, heads);
+      };
+      CHECK(twin_difference(reset, softmax, [&] { return copy_to_host(att); }) < kTwinTolerance);
+      reset();
+      softmax();
+      auto reset_ds = [&] { ds = to_device(d_att); };
+      auto backward = [&] { cuda::softmax_backward(raw(ds), raw(att), 0.25f, problems, T); };
+      CHECK(twin_difference(reset_ds, backward, [&] { return copy_to_host(ds); }) < kTwinTolerance);
+    }
 }
 
 }  // namespace

@@ -152,11 +152,42 @@ inline AttentionAnalysis analyse_patterns(const std::vector<std::vector<double>>
   return sums.result();
 }
 
+// A task with targets per sequence (tasks/task.hpp): `target` [sequences, T, T], each sequence's
+// attention read against its own target at every query whose target row is not empty, over the
+// keys up to the query. attention(l, s) points at layer l's [H, T, T] of sequence s.
+template <class SequenceAttention>
+AttentionAnalysis analyse_sequences(int layers, int heads, int T, int sequences,
+                                    std::span<const float> target, SequenceAttention attention) {
+  require(target.size() >= std::size_t(sequences) * T * T, "analyse_attention",
+          "the target must hold [batch, length, length] for a task with targets per sequence");
+  attention_summary_detail::RowSums sums(layers, heads);
+  const std::size_t TT = static_cast<std::size_t>(T) * T, per_sequence = heads * TT;
+  std::vector<std::vector<double>> patterns(layers, std::vector<double>(per_sequence));
+  for (int s = 0; s < sequences; ++s) {
+    const std::span<const float> own = target.subspan(s * TT, TT);
+    std::vector<int> queries;
+    for (int q = 0; q < T; ++q)
+      if (std::any_of(own.begin() + q * T, own.begin() + (q + 1) * T,
+                      [](float v) { return v > 0; }))
+        queries.push_back(q);
+    for (int l = 0; l < layers; ++l) {
+      const float* att = attention(l, s);
+      std::copy(att, att + per_sequence, patterns[l].begin());
+    }
+    sums.add(
+        patterns, T, queries,
+        [](int q) {
+          return std::pair<int, int>{0, q + 1};
+        },
+        own);
+  }
+  return sums.result();
+}
+
 // `slices`: the workspaces that together hold the batch (one per data-parallel slice); `target`:
 // the task's fixed target [T, T], or for a task with targets per sequence (tasks/task.hpp) the
-// batch's [batch, T, T], read one sequence at a time against that sequence's own attention, at
-// every query whose target row is not empty, over the keys up to the query. Mixers without
-// attention probabilities (KeepsAttention) give an analysis marked unavailable.
+// batch's [batch, T, T] (analyse_sequences). Mixers without attention probabilities
+// (KeepsAttention) give an analysis marked unavailable.
 template <class Net>
 AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* const> slices,
                                     const SequenceTask& task, std::span<const float> target) {
@@ -167,33 +198,14 @@ AttentionAnalysis analyse_attention(std::span<const typename Net::Workspace* con
     const int T = slices.front()->length, H = Net::shape.heads;
     if (!task.weights_per_sequence())
       return analyse_patterns(batch_averaged_patterns<Net>(slices), H, T, task, target);
-    attention_summary_detail::RowSums sums(Net::L, H);
-    const std::size_t TT = static_cast<std::size_t>(T) * T, per_sequence = H * TT;
-    std::size_t sequence = 0;
-    std::vector<std::vector<double>> patterns(Net::L, std::vector<double>(per_sequence));
+    std::vector<std::pair<const typename Net::Workspace*, int>> sequences;  // (slice, b)
     for (const auto* ws : slices)
-      for (int b = 0; b < ws->batch; ++b, ++sequence) {
-        require(target.size() >= (sequence + 1) * TT, "analyse_attention",
-                "the target must hold [batch, length, length] for a task with targets per "
-                "sequence");
-        const std::span<const float> own = target.subspan(sequence * TT, TT);
-        std::vector<int> queries;
-        for (int q = 0; q < T; ++q)
-          if (std::any_of(own.begin() + q * T, own.begin() + (q + 1) * T,
-                          [](float v) { return v > 0; }))
-            queries.push_back(q);
-        for (int l = 0; l < Net::L; ++l) {
-          const float* att = ws->layers[l].mixer.att + b * per_sequence;
-          std::copy(att, att + per_sequence, patterns[l].begin());
-        }
-        sums.add(
-            patterns, T, queries,
-            [](int q) {
-              return std::pair<int, int>{0, q + 1};
-            },
-            own);
-      }
-    return sums.result();
+      for (int b = 0; b < ws->batch; ++b) sequences.emplace_back(ws, b);
+    const std::size_t per_sequence = static_cast<std::size_t>(H) * T * T;
+    return analyse_sequences(Net::L, H, T, int(sequences.size()), target, [&](int l, int s) {
+      const auto& [ws, b] = sequences[s];
+      return ws->layers[l].mixer.att + b * per_sequence;
+    });
   }
 }
 

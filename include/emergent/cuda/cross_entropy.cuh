@@ -1,6 +1,7 @@
 // nn/cross_entropy.hpp on the device: softmax cross-entropy per row with a per-position weight,
 //   loss_e = sum_{b,t} w_e[t] CE(e,b,t) / (B sum_t w_e[t]),  CE = logsumexp(logits) -
-//   logits[target].
+//   logits[target],
+// or a weight per token (below).
 #pragma once
 
 #include <cmath>
@@ -31,25 +32,40 @@ inline void cross_entropy_forward(float* probs, float* ce, float* correct, const
   });
 }
 
-// Each member has its own position weights: w [E, T], member e's row w_e (a mixed ensemble's
-// members may train different tasks of one length).
+// The loss weights: each member's over positions, w [E, T], member e's row w_e (a mixed
+// ensemble's members may train different tasks of one length), or, `per_token`, one per token,
+// w [E, B, T], for a task whose learnable positions depend on the sampled tokens (Dyck): member
+// e's loss is then the mean over its sequences of each one's weighted mean (a sequence without
+// weight counting 0), as the CPU's Model has it (nn::sequence_weighted_mean).
 
-// dlogits = (probs - onehot(target)) w_e[t] scale[e] for row n = (e, b, t), the scales read on
-// the device (from loss_scale below), so that a step asks nothing of the host.
+// dlogits = (probs - onehot(target)) w scale for row n = (e, b, t), the scales read on the device
+// (from loss_scale below), so that a step asks nothing of the host: w_e[t] scale[e], or per token
+// w[e, b, t] scale[e, b] / B, in the CPU's order of rounding.
 inline void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
                                    const float* weights, std::int64_t rows, int batch, int length,
-                                   int vocab, const float* scale) {
+                                   int vocab, const float* scale, bool per_token = false) {
   const std::int64_t member_rows = std::int64_t(batch) * length;
+  const float inverse_batch = float(1.0 / batch);
   for_each_index(rows * vocab, [=] EMERGENT_HD(std::int64_t i) {
     const std::int64_t n = i / vocab, e = n / member_rows;
-    const float w = weights[e * length + n % length] * scale[e];
+    const float w = per_token ? weights[n] * scale[n / length] * inverse_batch
+                              : weights[e * length + n % length] * scale[e];
     dlogits[i] = probs[i] * w - (int(i % vocab) == targets[n] ? w : 0.0f);
   });
 }
 
-// scale[e] = 1 / (batch sum_t w_e[t]) (0 when the weights sum to 0), the sum in double in
-// order: the factor member e's mean loss puts on each token's weight.
-inline void loss_scale(float* scale, const float* weights, int members, int batch, int length) {
+// scale[e] = 1 / (batch sum_t w_e[t]), or per token scale[e, b] = 1 / sum_t w[e, b, t] (0 when
+// the weights sum to 0), the sums in double in order: the factor each token's weight gets.
+inline void loss_scale(float* scale, const float* weights, int members, int batch, int length,
+                       bool per_token = false) {
+  if (per_token) {
+    for_each_index(std::int64_t(members) * batch, [=] EMERGENT_HD(std::int64_t s) {
+      double weight_sum = 0;
+      for (int t = 0; t < length; ++t) weight_sum += weights[s * length + t];
+      scale[s] = weight_sum > 0 ? float(1.0 / weight_sum) : 0.0f;
+    });
+    return;
+  }
   for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
     double weight_sum = 0;
     for (int t = 0; t < length; ++t) weight_sum += weights[e * length + t];
@@ -58,10 +74,28 @@ inline void loss_scale(float* scale, const float* weights, int members, int batc
 }
 
 // out[e * out_stride] = sum_{b,t} w_e[t] values[e,b,t] / (B sum_t w_e[t]), in double (the rows
-// in reduce.cuh's order).
+// in reduce.cuh's order); per token, the mean over b of sum_t w values / sum_t w (one thread a
+// member, in order: only the tasks with weights per token take this path).
 inline void weighted_member_means(double* out, std::int64_t out_stride, const float* values,
-                                  const float* weights, int members, int batch, int length) {
+                                  const float* weights, int members, int batch, int length,
+                                  bool per_token = false) {
   const std::int64_t rows = std::int64_t(batch) * length;
+  if (per_token) {
+    for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
+      double total = 0;
+      for (int b = 0; b < batch; ++b) {
+        double sum = 0, weight_sum = 0;
+        for (int t = 0; t < length; ++t) {
+          const std::int64_t n = e * rows + std::int64_t(b) * length + t;
+          sum += weights[n] * double(values[n]);
+          weight_sum += weights[n];
+        }
+        if (weight_sum > 0) total += sum / weight_sum;
+      }
+      out[e * out_stride] = total / batch;
+    });
+    return;
+  }
   column_sums<double>(out, out_stride, members, rows, 1, false,
                       [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int) {
                         return double(weights[e * length + r % length]) * values[e * rows + r];
@@ -74,8 +108,8 @@ inline void weighted_member_means(double* out, std::int64_t out_stride, const fl
   });
 }
 inline void weighted_member_means(double* out, const float* values, const float* weights,
-                                  int members, int batch, int length) {
-  weighted_member_means(out, 1, values, weights, members, batch, length);
+                                  int members, int batch, int length, bool per_token = false) {
+  weighted_member_means(out, 1, values, weights, members, batch, length, per_token);
 }
 
 }  // namespace emergent::cuda

@@ -91,19 +91,29 @@ inline DeviceVector<float*> square_table(float* buffer, const AttentionGeometry&
   return table;
 }
 
+// The bias pattern's row for score row r (problem r / T, query r % T) of member e: the member's
+// pattern, or with patterns per sequence that of the problem's sequence (heads problems each);
+// null without a bias.
+EMERGENT_HD inline const float* bias_row(const AttentionBias& bias, std::int64_t r, std::int64_t e,
+                                         int heads, int T) {
+  if (!bias.patterns) return nullptr;
+  const std::int64_t pattern = bias.per_sequence ? r / T / heads : e;
+  return bias.patterns + (pattern * T + r % T) * T;
+}
+
 #if EMERGENT_DEVICE_IS_CUDA
 // The CUDA kernels of the two softmax passes: one warp per row of scores, the lanes striding over
 // the keys (coalesced), max and sums by warp_max / warp_sum. Twins: the functors below.
 template <class = void>
 __global__ void causal_softmax_rows(float* att, AttentionBias bias, std::int64_t member_rows,
-                                    std::int64_t all_rows, int T) {
+                                    std::int64_t all_rows, int T, int heads) {
   const std::int64_t r = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (r >= all_rows) return;
   const int i = int(r % T);
   float* row = att + r * T;
   const std::int64_t e = r / member_rows;
-  const float* pattern = bias.patterns ? bias.patterns + (e * T + i) * T : nullptr;
+  const float* pattern = bias_row(bias, r, e, heads, T);
   const float c = bias.patterns ? bias.strengths[e] : 0.0f;
   float max = -INFINITY;
   for (int j = lane; j <= i; j += 32) {
@@ -139,21 +149,22 @@ __global__ void softmax_backward_rows(float* d_att, const float* att, float scal
 #endif
 
 // Scores in att are scaled already; adds member e's c_e P_e (problems_per_member problems of
-// each member, in order), softmax over keys j <= i, zeros above.
+// each member, in order: sequence-major, `heads` per sequence), softmax over keys j <= i, zeros
+// above.
 inline void causal_softmax(float* att, AttentionBias bias, std::int64_t problems,
-                           std::int64_t problems_per_member, int length) {
+                           std::int64_t problems_per_member, int length, int heads) {
   const int T = length;
   const std::int64_t member_rows = problems_per_member * T;
 #if EMERGENT_DEVICE_IS_CUDA
   if (run_cuda_kernel())
     return launch_warp_per_row(causal_softmax_rows<>, problems * T, att, bias, member_rows,
-                               problems * T, T);
+                               problems * T, T, heads);
 #endif
   for_each_index(problems * T, [=] EMERGENT_HD(std::int64_t r) {  // the twin
     const int i = int(r % T);
     float* row = att + r * T;
     const std::int64_t e = r / member_rows;
-    const float* pattern = bias.patterns ? bias.patterns + (e * T + i) * T : nullptr;
+    const float* pattern = bias_row(bias, r, e, heads, T);
     const float c = bias.patterns ? bias.strengths[e] : 0.0f;
     float max = -INFINITY;
     for (int j = 0; j <= i; ++j) {
@@ -212,7 +223,7 @@ inline void dot_attention_forward(const float* p, const float* x, float* y,
   }
   {
     OpScope scope("attention.softmax");
-    causal_softmax(a.att, bias, G, G / at.members, T);
+    causal_softmax(a.att, bias, G, G / at.members, T, at.heads);
   }
   {
     OpScope scope("attention.av");

@@ -33,10 +33,12 @@ struct MixerGeometry {
 
 // The attention-bias intervention, c P added to the scores, each member with its own pattern P
 // and strength c (a mixed ensemble's members may differ in both); null patterns leave it off.
+// A task whose target moves from sequence to sequence (Dyck) has one pattern per sequence.
 // Only the mixers the CPU lets take it read it (train/config.hpp refuses a bias for the others).
 struct AttentionBias {
-  const float* patterns = nullptr;   // [E, T, T], member e's at e T T
+  const float* patterns = nullptr;   // [E, T, T], member e's at e T T; per sequence [E, B, T, T]
   const float* strengths = nullptr;  // [E]
+  bool per_sequence = false;
 };
 
 template <class M>

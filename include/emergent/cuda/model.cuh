@@ -83,18 +83,34 @@ class EnsembleModel {
   std::size_t tokens() const { return std::size_t(members_) * batch_ * length_; }
 
   // Device buffers the caller fills: parameters [E * P], tokens [E, B, T], each member's loss
-  // weights over positions [E, T] (the members of a mixed ensemble may train different tasks).
+  // weights over positions [E, T] (the members of a mixed ensemble may train different tasks),
+  // or after set_weights_per_token, over tokens [E, B, T].
   DeviceVector<float> params, grads;
   DeviceVector<std::int32_t> inputs, targets;
   DeviceVector<float> loss_weights;
 
+  // Loss weights per token, [E, B, T] (a task whose learnable positions depend on the sampled
+  // tokens, Dyck: cuda/cross_entropy.cuh), for loss_weights and the weights that
+  // weighted_loss_on_device and weighted_accuracy_on_device take. Before the first step.
+  void set_weights_per_token() {
+    per_token_ = true;
+    loss_weights.resize(tokens());
+    loss_scale_.resize(std::size_t(members_) * batch_);
+  }
+  bool weights_per_token() const { return per_token_; }
+
   // The attention-bias intervention: member e adds strengths[e] * patterns[e] ([E, T, T]) to its
-  // scores; all strengths 0 (the default) leave it off.
+  // scores, or with patterns per sequence ([E, B, T, T], a task whose target moves with the
+  // sequence) each sequence its own; all strengths 0 (the default) leave it off. Called again
+  // with new patterns of the same size, it overwrites them in place (a captured step reads them).
   void set_bias(std::span<const float> patterns, std::span<const float> strengths) {
-    require(patterns.size() == std::size_t(members_) * length_ * length_ &&
+    const std::size_t TT = std::size_t(length_) * length_;
+    require((patterns.size() == members_ * TT || patterns.size() == tokens() * length_) &&
                 strengths.size() == std::size_t(members_),
-            "EnsembleModel::set_bias", "needs a T x T pattern and a strength per member");
+            "EnsembleModel::set_bias",
+            "needs a T x T pattern per member or per sequence, and a strength per member");
     biased_ = std::any_of(strengths.begin(), strengths.end(), [](float c) { return c != 0; });
+    per_sequence_bias_ = patterns.size() != members_ * TT;
     copy_to_device<float>(patterns, bias_patterns_);
     copy_to_device<float>(strengths, bias_strengths_);
   }
@@ -128,7 +144,8 @@ class EnsembleModel {
       Mixer::forward(
           p + Cpu::mixer_offset(l), raw(a.norm1), raw(a.residual_mid), raw(residual_[l]), a.mixer,
           *mixer_scratch_, geometry(),
-          biased_ ? AttentionBias{raw(bias_patterns_), raw(bias_strengths_)} : AttentionBias{});
+          biased_ ? AttentionBias{raw(bias_patterns_), raw(bias_strengths_), per_sequence_bias_}
+                  : AttentionBias{});
       {
         OpScope scope("layernorm.forward");
         layernorm_forward(raw(a.norm2), raw(a.mean2), raw(a.rstd2), raw(a.residual_mid),
@@ -155,7 +172,7 @@ class EnsembleModel {
     }
     OpScope scope("loss.member_means");
     weighted_member_means(raw(losses_), raw(token_loss_), raw(loss_weights), members_, batch_,
-                          length_);
+                          length_, per_token_);
   }
 
   // Whether the mixer keeps attention probabilities (dot attention: its twin's [E, B, H, T, T]
@@ -188,22 +205,32 @@ class EnsembleModel {
     }
   }
 
+  // Each layer's attention of the last forward, every sequence's [E, B, H, T, T], copied to the
+  // host (it waits): what the analysis of a task with targets per sequence reads (one map per
+  // sequence against its own target); empty for a mixer without attention probabilities.
+  std::vector<std::vector<float>> sequence_attention() {
+    std::vector<std::vector<float>> layers;
+    if constexpr (kKeepsAttention)
+      for (int l = 0; l < L; ++l) layers.push_back(copy_to_host(layers_[l].mixer.att));
+    return layers;
+  }
+
   // [E] each member's loss of the last forward, on the device.
   const double* losses() const { return raw(losses_); }
 
   // out[e * out_stride] = member e's mean per-token loss (or accuracy) of the last forward under
-  // weights [E, T], on the device.
+  // weights [E, T] (or per token [E, B, T]), on the device.
   void weighted_loss_on_device(double* out, std::int64_t out_stride,
                                const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
     weighted_member_means(out, out_stride, raw(token_loss_), raw(weights), members_, batch_,
-                          length_);
+                          length_, per_token_);
   }
   void weighted_accuracy_on_device(double* out, std::int64_t out_stride,
                                    const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
     weighted_member_means(out, out_stride, raw(token_correct_), raw(weights), members_, batch_,
-                          length_);
+                          length_, per_token_);
   }
 
   // grads += dL/dparams of the last forward's loss, for every member.
@@ -213,9 +240,9 @@ class EnsembleModel {
     float* g = raw(grads);
     {
       OpScope scope("cross_entropy.backward");
-      loss_scale(raw(loss_scale_), raw(loss_weights), members_, batch_, length_);
+      loss_scale(raw(loss_scale_), raw(loss_weights), members_, batch_, length_, per_token_);
       cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
-                             batch_, length_, V, raw(loss_scale_));
+                             batch_, length_, V, raw(loss_scale_), per_token_);
     }
     {
       OpScope scope("head.backward");
@@ -277,7 +304,7 @@ class EnsembleModel {
   MixerGeometry geometry() const { return {members_, batch_, length_, std::int64_t(P)}; }
 
   int members_, batch_, length_;
-  bool biased_ = false;
+  bool biased_ = false, per_sequence_bias_ = false, per_token_ = false;
   DeviceVector<float> bias_patterns_, bias_strengths_;
   std::array<DeviceVector<float>, L + 1> residual_;
   std::vector<Layer> layers_;

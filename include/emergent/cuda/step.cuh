@@ -32,6 +32,7 @@
 #include <emergent/optim/adamw.hpp>
 #include <emergent/tasks/linear_map.hpp>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -166,17 +167,20 @@ class EnsembleStep {
   // model's loss weights, bias and `part` weights as the steps have them. Batch b of every member
   // is inputs[b], targets[b] ([E, B, T] each); member e averages the first batches[e] of them, in
   // order (as train/compiled_model.hpp's held_out_losses). Uploads each batch, copies back once;
-  // it overwrites the last step's batch and losses, so report() them first.
+  // it overwrites the last step's batch and losses, so report() them first. `with_batch(b)`, if
+  // given, runs after batch b's upload (a task with weights per sequence uploads that batch's
+  // weights, `part` among them, and bias patterns there).
   std::vector<HeldOutLosses> held_out(const std::vector<std::vector<std::int32_t>>& inputs,
                                       const std::vector<std::vector<std::int32_t>>& targets,
-                                      std::span<const int> batches,
-                                      const DeviceVector<float>& part) {
+                                      std::span<const int> batches, const DeviceVector<float>& part,
+                                      const std::function<void(int)>& with_batch = {}) {
     const int E = members_, n = int(inputs.size());
     require(targets.size() == inputs.size() && batches.size() == std::size_t(E), "held_out",
             "needs targets for each batch and a batch count per member");
     held_out_.resize(std::size_t(3) * E * n);
     for (int b = 0; b < n; ++b) {
       upload_batch(inputs[b], targets[b]);
+      if (with_batch) with_batch(b);
       model.forward_on_device();
       double* out = raw(held_out_) + std::size_t(3) * E * b;  // [E][loss, part, accuracy]
       const double* losses = model.losses();

@@ -45,14 +45,6 @@ inline nlohmann::json shared_settings(const TrainConfig& c) {
   return j;
 }
 
-// Throws, naming `where`, for a run the device backend does not train (yet).
-inline void require_device_trainable(const TrainConfig& c, const std::string& where) {
-  require(!make_task(c, where).task->weights_per_sequence(), where,
-          "task " + c.task +
-              " has loss weights per sequence, not supported on the device backend yet: train it "
-              "with --backend cpu");
-}
-
 // Throws, naming where[i] and the setting, for the first member whose shared settings differ
 // from member 0's.
 inline void require_one_ensemble(const std::vector<TrainConfig>& members,

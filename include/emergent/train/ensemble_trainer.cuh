@@ -21,7 +21,12 @@
 // streams of steps kEvalStep, kEvalStep + 1, ...), and emergence reads them.
 // The linear map's batches are made on the device (cuda/linear_map.cuh) when every member's task
 // is a linear map; otherwise each member's on the host by its task, from the same Philox streams,
-// and copied.
+// and copied. A task whose learnable positions and target move with the sequence (Dyck: the
+// closers and their openers, tasks/task.hpp) has its loss weights, held-out part and bias
+// patterns made on the host for each batch and copied with it (then every member's are per token
+// and per sequence: set_task_weights), and its analysis reads each sequence's attention against
+// that sequence's target, as the CPU's does (the maps of every sequence copied back at the
+// analysis steps).
 #pragma once
 
 #include <algorithm>
@@ -116,22 +121,7 @@ class EnsembleTrainer {
       m.changed_on_resume = binding.changed_on_resume;
     }
     prepare();
-    // Each member's task: its loss weights, its held-out part and its bias, [E, ...] each.
-    std::vector<float> weights, predictable_weights, patterns, strengths;
-    for (const EnsembleMember& m : members_) {
-      const SequenceTask& task = *m.setup.task;
-      append(weights, task.full_loss_weights());
-      append(predictable_weights, task.predictable_loss_weights());
-      targets_.push_back(task.attention_target());
-      std::vector<float> pattern = targets_.back();
-      pattern.resize(std::size_t(T) * T, 0.0f);  // a task without a target pattern: no bias
-      append(patterns, pattern);
-      strengths.push_back(float(m.config.bias));
-    }
-    copy_to_device<float>(weights, step_.model.loss_weights);
-    step_.model.set_bias(patterns, strengths);
-    DeviceVector<float> predictable;
-    copy_to_device<float>(predictable_weights, predictable);
+    set_task_weights();
     std::vector<std::int32_t> inputs(std::size_t(E) * B * T), targets(inputs.size());
     sample_held_out_sets();
     std::vector<std::ofstream> metrics;
@@ -173,6 +163,7 @@ class EnsembleTrainer {
                 std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
                 std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
         step_.upload_batch(inputs, targets);
+        if (per_token_) upload_sequence_weights(inputs, targets, steps, weights_, true);
       }
       step_.run(steps, lrs);                    // returns at once: the device runs on
       bool any = false, attention = false;      // does a member log, checkpoint, finish, or
@@ -182,12 +173,18 @@ class EnsembleTrainer {
           attention = attention || analysed(m, m.start + t) || snapshot(m, m.start + t);
         }
       if (any) {  // the host waits here, and only here
-        const std::vector<MemberReport> report = step_.report(predictable);
+        const std::vector<MemberReport> report = step_.report(predictable_);
         stop_nonfinite(report);
         const std::vector<double> maps =
             attention ? step_.model.batch_averaged_attention() : std::vector<double>();
+        const std::vector<std::vector<float>> sequence_maps =
+            attention && per_token_ ? step_.model.sequence_attention()
+                                    : std::vector<std::vector<float>>();
         const std::vector<HeldOutLosses> held_out =
-            evaluates(t) ? step_.held_out(held_inputs_, held_targets_, held_batches_, predictable)
+            evaluates(t) ? step_.held_out(held_inputs_, held_targets_, held_batches_, predictable_,
+                                          [&](int b) {
+                                            if (per_token_) upload_held_out_weights(b);
+                                          })
                          : std::vector<HeldOutLosses>();
         const std::size_t per_member = maps.size() / E;
         for (int e = 0; e < E; ++e) {
@@ -206,8 +203,7 @@ class EnsembleTrainer {
                                              r.part_accuracy, lrs[e], r.gradient_norm,
                                              seconds_since(started) + m.history.wall_offset);
             if (analysed(m, step) && !map.empty())
-              row.update(
-                  to_json(analyse_patterns(by_layer(map), S.heads, T, *m.setup.task, targets_[e])));
+              row.update(to_json(analyse_member(e, map, sequence_maps)));
             if (!m.init_record.empty()) row["init_source"] = std::exchange(m.init_record, {});
             if (!m.changed_on_resume.empty())  // the first row after a resume that extended it
               row["changed_on_resume"] =
@@ -285,7 +281,6 @@ class EnsembleTrainer {
               "field 'mixer' is " + c.mixer + ", not the compiled ensemble's " +
                   std::string(Net::Mixer::name));
       require(c.shape == S, where[e], "shape does not match the compiled ensemble");
-      require_device_trainable(c, where[e]);
       EnsembleMember m;
       m.config = c;
       m.run_dir = dirs[e];
@@ -364,7 +359,101 @@ class EnsembleTrainer {
         members_[e].setup.task->sample(members_[e].config.seed, kEvalStep + std::uint64_t(b),
                                        batch_, std::span(in).subspan(e * one, one),
                                        std::span(out).subspan(e * one, one));
+      if (per_token_) {  // this batch's weights and bias patterns, computed once
+        held_weights_.push_back(weights_);
+        upload_sequence_weights(in, out, {}, held_weights_.back(), false);
+      }
     }
+  }
+
+  // Loss weights (full and the held-out part's), [E, T] or per token [E, B, T], and bias
+  // patterns, [E, T, T] or per sequence [E, B, T, T]: those of the batch trained on, and of each
+  // held-out batch.
+  struct TaskWeights {
+    std::vector<float> full, predictable, patterns;
+  };
+
+  // Each member's task: its loss weights, the weights of its held-out part (the report's
+  // predictable_name columns) and its bias pattern and strength, [E, ...] each. With a task whose
+  // weights and target are per sequence (Dyck) among them, all are per token and per sequence
+  // ([E, B, T], [E, B, T, T]: cuda/cross_entropy.cuh), the fixed ones repeated for each sequence
+  // and the others' rows rewritten for every batch (upload_sequence_weights).
+  void set_task_weights() {
+    const std::size_t B = batch_, T = length_, TT = T * T;
+    per_token_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
+      return m.setup.task->weights_per_sequence();
+    });
+    biased_ = std::any_of(members_.begin(), members_.end(),
+                          [](const EnsembleMember& m) { return m.config.bias != 0; });
+    // copies of a fixed task's rows (of its pattern only if a member is biased: else the patterns
+    // are never read, and stay one per member)
+    const std::size_t copies = per_token_ ? B : 1, pattern_copies = biased_ ? copies : 1;
+    for (const EnsembleMember& m : members_) {
+      const SequenceTask& task = *m.setup.task;
+      std::vector<float> full = task.full_loss_weights(), part = task.predictable_loss_weights(),
+                         pattern = task.attention_target();
+      full.resize(T, 0.0f);  // empty for a task with weights per sequence: its rows come later
+      part.resize(T, 0.0f);
+      pattern.resize(TT, 0.0f);  // a task without a target pattern: no bias
+      targets_.push_back(task.attention_target());
+      for (std::size_t b = 0; b < copies; ++b) {
+        append(weights_.full, full);
+        append(weights_.predictable, part);
+      }
+      for (std::size_t b = 0; b < pattern_copies; ++b) append(weights_.patterns, pattern);
+      strengths_.push_back(float(m.config.bias));
+    }
+    if (per_token_) step_.model.set_weights_per_token();
+    copy_to_device<float>(weights_.full, step_.model.loss_weights);
+    copy_to_device<float>(weights_.predictable, predictable_);
+    step_.model.set_bias(weights_.patterns, strengths_);  // also unbiased: the strengths say off
+  }
+
+  // For the members whose task has weights per sequence, the weights (and where its bias or its
+  // analysis reads it, the attention target) of the batch `inputs`, `targets` [E, B, T] written
+  // into their rows of `into`; `into` uploaded as the step's (the bias patterns only if a member
+  // is biased). `running`: only the members not done (a step; a held-out batch has them all).
+  void upload_sequence_weights(std::span<const std::int32_t> inputs,
+                               std::span<const std::int32_t> targets,
+                               std::span<const std::int64_t> steps, TaskWeights& into,
+                               bool running) {
+    const std::size_t B = batch_, T = length_, one = B * T;
+    for (std::size_t e = 0; e < members_.size(); ++e) {
+      EnsembleMember& m = members_[e];
+      const SequenceTask& task = *m.setup.task;
+      if (!task.weights_per_sequence() || (running && m.done_at)) continue;
+      const auto in = inputs.subspan(e * one, one), out = targets.subspan(e * one, one);
+      task.sequence_weights(in, out, batch_, std::span(into.full).subspan(e * one, one),
+                            std::span(into.predictable).subspan(e * one, one));
+      const bool analysis = running && analysed(m, steps[e]);
+      if (m.config.bias == 0 && !analysis) continue;
+      std::vector<float> target(one * T);
+      task.sequence_attention_targets(in, out, batch_, target);
+      if (m.config.bias != 0)
+        std::copy(target.begin(), target.end(), into.patterns.begin() + e * one * T);
+      if (running) targets_[e] = std::move(target);
+    }
+    upload(into);
+  }
+  void upload(const TaskWeights& weights) {
+    copy_to_device<float>(weights.full, step_.model.loss_weights);
+    copy_to_device<float>(weights.predictable, predictable_);
+    if (biased_) step_.model.set_bias(weights.patterns, strengths_);
+  }
+  void upload_held_out_weights(int b) { upload(held_weights_[b]); }
+
+  // Member e's attention analysis of the step just reported: of its batch-averaged maps `map`,
+  // or for a task with targets per sequence, of each sequence's map (analysis/
+  // attention_summary.hpp's analyse_sequences, as the CPU run reads them).
+  AttentionAnalysis analyse_member(std::size_t e, std::span<const double> map,
+                                   const std::vector<std::vector<float>>& sequence_maps) const {
+    const SequenceTask& task = *members_[e].setup.task;
+    if (!task.weights_per_sequence())
+      return analyse_patterns(by_layer(map), S.heads, length_, task, targets_[e]);
+    const std::size_t per_sequence = std::size_t(S.heads) * length_ * length_;
+    return analyse_sequences(S.layers, S.heads, length_, batch_, targets_[e], [&](int l, int b) {
+      return sequence_maps[l].data() + (e * batch_ + b) * per_sequence;
+    });
   }
 
   // Member e is done after `steps_done` steps (its last step, or its early stop): its checkpoint
@@ -545,7 +634,14 @@ class EnsembleTrainer {
   std::vector<EnsembleMember> members_;
   int batch_, length_;
   EnsembleStep<MixerT, S, ChannelT> step_;
-  std::vector<std::vector<float>> targets_;  // each member's task's attention target [T, T]
+  // each member's attention target: its task's [T, T], or, with targets per sequence, the
+  // [B, T, T] of the batch last analysed or biased
+  std::vector<std::vector<float>> targets_;
+  bool per_token_ = false, biased_ = false;
+  TaskWeights weights_;
+  std::vector<TaskWeights> held_weights_;
+  std::vector<float> strengths_;  // [E] the bias strengths
+  DeviceVector<float> predictable_;
   // the held-out sets: batch b of every member [E, B, T]; each member's batch count
   std::vector<std::vector<std::int32_t>> held_inputs_, held_targets_;
   std::vector<int> held_batches_;
