@@ -82,9 +82,10 @@ if "$cli" train "${common[@]}" --steps 90 --seeds 3-4 --backend thrust-omp --out
 grep -q "lr: 0.001 (step_000060.safetensors), 0.01 (config.json), 0.001 (given)" "$dir/err.txt"
 
 # A mixed sweep on the device backend: 16 runs (two S, two sparsities, two bias strengths, two
-# seeds) packed into ensembles of at most 4 (--max-members; the runs of one S share the sequence
-# length, so an ensemble mixes s, bias and seed), killed twice part-way and resumed: every run
-# has its row once, and the rows have the CPU sweep's ids and (within 1e-4) its numbers.
+# seeds) packed into ensembles of at most 6 (--max-members; in sweep order, so the second mixes
+# S = 5 and 6, the shorter runs padded, beside s, bias and seed), killed twice part-way and
+# resumed: every run has its row once, and the rows have the CPU sweep's ids and (within 1e-4)
+# its numbers.
 cat > "$dir/sweep.toml" <<'TOML'
 [base]
 task = "linear-map"
@@ -99,7 +100,7 @@ s = [1, 2]
 bias = [0, 2]
 TOML
 device_sweep=("$cli" sweep "$dir/sweep.toml" --out "$dir/sweep_device" --backend thrust-omp
-              --max-members 4 --quiet)
+              --max-members 6 --quiet)
 rows_done() { cat "$dir"/sweep_device/rows/*.jsonl 2> /dev/null | wc -l || true; }
 checkpoints() { find "$dir/sweep_device" -name 'step_*.safetensors' 2> /dev/null | wc -l || true; }
 for kill in 1 2; do  # start, wait for a new checkpoint, kill -9 the sweep and its ensemble
@@ -160,15 +161,18 @@ expect_error() {  # expected text, then the command
   grep -q "$text" "$dir/err.txt" || { echo "wrong error for $*:"; cat "$dir/err.txt"; exit 1; }
 }
 expect_error "give --seeds" "$cli" train "${common[@]}" --steps 5 --backend thrust-omp --out "$dir/bad"
-# Runs that cannot share an ensemble (here: S = 5 and 6, two sequence lengths) are refused by
-# the ensemble program in one line naming the field.
+# Runs that cannot share an ensemble (here: two batch_tokens; S = 5 and 6 may, padded) are
+# refused by the ensemble program in one line naming the field.
 configs=$(python3 - "$dir" <<'PY'
 import glob, json, sys
 by_S = {json.load(open(f))["S"]: f for f in sorted(glob.glob(f"{sys.argv[1]}/sweep_device/runs/*/config.json"))}
-print(f"{by_S[5]},{by_S[6]}")
+other = json.load(open(by_S[6]))
+other["batch_tokens"] *= 2
+open(f"{sys.argv[1]}/other.json", "w").write(json.dumps(other))
+print(f"{by_S[5]},{sys.argv[1]}/other.json")
 PY
 )
-expect_error "field 'sequence_length' is" "$(dirname "$cli")/emergent_ensemble_thrust_omp" \
+expect_error "field 'batch_tokens' is" "$(dirname "$cli")/emergent_ensemble_thrust_omp" \
   --configs "$configs" --run-dirs "$dir/bad4,$dir/bad5"
 expect_error "not a seed list" "$cli" train "${common[@]}" --steps 5 --seeds 1-x --backend thrust-omp --out "$dir/bad3"
 # The NaN stop: the device keeps each member's first non-finite step and reports it when the host

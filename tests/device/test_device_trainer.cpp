@@ -183,6 +183,53 @@ TEST_CASE("mixed device ensemble: each member's run folder is the CPU's run of i
   check_mixed_ensemble<kShape>();
 }
 
+// Members of different lengths and batches in one ensemble (the linear map's S = 4, 6 and 5: 7,
+// 11 and 9 positions, 15, 10 and 12 sequences of 120 tokens), padded to the longest and the most:
+// each member's rows, analysis, snapshots and held-out columns are those of its CPU run.
+TEST_CASE("mixed device ensemble of different lengths: padded, each member as the CPU's") {
+  using Net = emergent::Model<emergent::DotAttention, kShape, float>;
+  const fs::path root =
+      fs::temp_directory_path() / ("emergent_padded_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  std::vector<TrainConfig> configs = {linear_map(2, 1, 20), linear_map(2, 2, 20),
+                                      linear_map(1, 3, 15)};
+  configs[0].task_params["S"] = 4;  // the short member: biased, analysed, evaluated, snapshot
+  configs[0].bias = 1.5;
+  configs[0].analysis_every = 5;
+  configs[0].eval_every = 5;
+  configs[0].save_attention_at = "10";
+  configs[1].analysis_every = 5;  // a long one analysed beside it
+  configs[2].task_params["S"] = 5;
+  configs[2].eval_every = 5;
+  REQUIRE(emergent::sequences_per_step(configs[0]) == 15);
+  REQUIRE(emergent::sequences_per_step(configs[1]) == 10);
+  REQUIRE(emergent::sequences_per_step(configs[2]) == 12);
+  std::vector<fs::path> device_dirs;
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    device_dirs.push_back(root / ("device_" + std::to_string(e)));
+    emergent::Trainer<Net>(configs[e], root / ("cpu_" + std::to_string(e)), false).run();
+  }
+  emergent::cuda::EnsembleTrainer<emergent::DotAttention, kShape> ensemble(configs, device_dirs,
+                                                                           false);
+  const std::vector<emergent::RunSummary> summaries = ensemble.run();
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    CAPTURE(e);
+    const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
+    CHECK(worst_row_difference(cpu_dir, device_dirs[e]) < 1e-4);
+    CHECK(summaries[e].steps_done == configs[e].steps);
+  }
+  CHECK(metrics_rows(device_dirs[0]).back().contains("attention_iou"));
+  const std::vector<float> a = emergent::SafetensorsFile(
+                                   emergent::attention_snapshot_path(root / "cpu_0", 10))
+                                   .read_f32("attention"),
+                           b = emergent::SafetensorsFile(
+                                   emergent::attention_snapshot_path(device_dirs[0], 10))
+                                   .read_f32("attention");
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-3);
+  fs::remove_all(root);
+}
+
 // A task whose weights and target move with the sequence (Dyck) on the device: its loss weights,
 // held-out part and bias patterns per sequence, its analysis sequence by sequence, beside a task
 // with fixed ones (the automaton, biased too) in one ensemble.

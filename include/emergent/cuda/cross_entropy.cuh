@@ -36,18 +36,21 @@ inline void cross_entropy_forward(float* probs, float* ce, float* correct, const
 // ensemble's members may train different tasks of one length), or, `per_token`, one per token,
 // w [E, B, T], for a task whose learnable positions depend on the sampled tokens (Dyck): member
 // e's loss is then the mean over its sequences of each one's weighted mean (a sequence without
-// weight counting 0), as the CPU's Model has it (nn::sequence_weighted_mean).
+// weight counting 0), as the CPU's Model has it (nn::sequence_weighted_mean). `member_batch`
+// [E], if given, is each member's own count of sequences (the others of the B are padding, all
+// their weights 0: members with fewer, shorter sequences packed into one ensemble), else B.
 
 // dlogits = (probs - onehot(target)) w scale for row n = (e, b, t), the scales read on the device
 // (from loss_scale below), so that a step asks nothing of the host: w_e[t] scale[e], or per token
 // w[e, b, t] scale[e, b] / B, in the CPU's order of rounding.
 inline void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
                                    const float* weights, std::int64_t rows, int batch, int length,
-                                   int vocab, const float* scale, bool per_token = false) {
+                                   int vocab, const float* scale, bool per_token = false,
+                                   const int* member_batch = nullptr) {
   const std::int64_t member_rows = std::int64_t(batch) * length;
-  const float inverse_batch = float(1.0 / batch);
   for_each_index(rows * vocab, [=] EMERGENT_HD(std::int64_t i) {
     const std::int64_t n = i / vocab, e = n / member_rows;
+    const float inverse_batch = float(1.0 / (member_batch ? member_batch[e] : batch));
     const float w = per_token ? weights[n] * scale[n / length] * inverse_batch
                               : weights[e * length + n % length] * scale[e];
     dlogits[i] = probs[i] * w - (int(i % vocab) == targets[n] ? w : 0.0f);
@@ -78,7 +81,7 @@ inline void loss_scale(float* scale, const float* weights, int members, int batc
 // member, in order: only the tasks with weights per token take this path).
 inline void weighted_member_means(double* out, std::int64_t out_stride, const float* values,
                                   const float* weights, int members, int batch, int length,
-                                  bool per_token = false) {
+                                  bool per_token = false, const int* member_batch = nullptr) {
   const std::int64_t rows = std::int64_t(batch) * length;
   if (per_token) {
     for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
@@ -92,7 +95,7 @@ inline void weighted_member_means(double* out, std::int64_t out_stride, const fl
         }
         if (weight_sum > 0) total += sum / weight_sum;
       }
-      out[e * out_stride] = total / batch;
+      out[e * out_stride] = total / (member_batch ? member_batch[e] : batch);
     });
     return;
   }
@@ -108,8 +111,9 @@ inline void weighted_member_means(double* out, std::int64_t out_stride, const fl
   });
 }
 inline void weighted_member_means(double* out, const float* values, const float* weights,
-                                  int members, int batch, int length, bool per_token = false) {
-  weighted_member_means(out, 1, values, weights, members, batch, length, per_token);
+                                  int members, int batch, int length, bool per_token = false,
+                                  const int* member_batch = nullptr) {
+  weighted_member_means(out, 1, values, weights, members, batch, length, per_token, member_batch);
 }
 
 }  // namespace emergent::cuda

@@ -99,6 +99,15 @@ class EnsembleModel {
   }
   bool weights_per_token() const { return per_token_; }
 
+  // With weights per token: each member's own count of sequences, [E] (the rest of its B rows are
+  // padding with weight 0, as its positions past its own length: members of different lengths
+  // and batches in one ensemble; cuda/cross_entropy.cuh). Before the first step.
+  void set_member_batches(std::span<const int> batches) {
+    require(per_token_ && batches.size() == std::size_t(members_), "EnsembleModel",
+            "member batches need weights per token and one count per member");
+    copy_to_device<int>(batches, member_batches_);
+  }
+
   // The attention-bias intervention: member e adds strengths[e] * patterns[e] ([E, T, T]) to its
   // scores, or with patterns per sequence ([E, B, T, T], a task whose target moves with the
   // sequence) each sequence its own; all strengths 0 (the default) leave it off. Called again
@@ -172,7 +181,7 @@ class EnsembleModel {
     }
     OpScope scope("loss.member_means");
     weighted_member_means(raw(losses_), raw(token_loss_), raw(loss_weights), members_, batch_,
-                          length_, per_token_);
+                          length_, per_token_, member_batches());
   }
 
   // Whether the mixer keeps attention probabilities (dot attention: its twin's [E, B, H, T, T]
@@ -224,13 +233,13 @@ class EnsembleModel {
                                const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
     weighted_member_means(out, out_stride, raw(token_loss_), raw(weights), members_, batch_,
-                          length_, per_token_);
+                          length_, per_token_, member_batches());
   }
   void weighted_accuracy_on_device(double* out, std::int64_t out_stride,
                                    const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
     weighted_member_means(out, out_stride, raw(token_correct_), raw(weights), members_, batch_,
-                          length_, per_token_);
+                          length_, per_token_, member_batches());
   }
 
   // grads += dL/dparams of the last forward's loss, for every member.
@@ -242,7 +251,7 @@ class EnsembleModel {
       OpScope scope("cross_entropy.backward");
       loss_scale(raw(loss_scale_), raw(loss_weights), members_, batch_, length_, per_token_);
       cross_entropy_backward(raw(d_logits_), raw(probs_), raw(targets), raw(loss_weights), N,
-                             batch_, length_, V, raw(loss_scale_), per_token_);
+                             batch_, length_, V, raw(loss_scale_), per_token_, member_batches());
     }
     {
       OpScope scope("head.backward");
@@ -302,10 +311,14 @@ class EnsembleModel {
   };
 
   MixerGeometry geometry() const { return {members_, batch_, length_, std::int64_t(P)}; }
+  const int* member_batches() const {
+    return member_batches_.size() > 0 ? raw(member_batches_) : nullptr;
+  }
 
   int members_, batch_, length_;
   bool biased_ = false, per_sequence_bias_ = false, per_token_ = false;
   DeviceVector<float> bias_patterns_, bias_strengths_;
+  DeviceVector<int> member_batches_;  // [E] with padded members, else empty
   std::array<DeviceVector<float>, L + 1> residual_;
   std::vector<Layer> layers_;
   std::optional<typename Mixer::Scratch> mixer_scratch_;      // shared by the layers

@@ -4,6 +4,7 @@
 // processes that train them; a program of one's own can plan and collect a sweep with this alone.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <emergent/core/error.hpp>
 #include <emergent/experiment/run_id.hpp>
@@ -123,23 +124,28 @@ inline nlohmann::json result_row(const PlannedRun& r, const std::filesystem::pat
 
 // The device ensembles a sweep's runs train in (--backend cuda|thrust-omp), in sweep order: the
 // runs that may share one (train/ensemble_members.hpp: the same shared settings, whatever their
-// task parameters, seeds, schedules and biases) in groups of at most max_members(first run's
-// config) runs each, the size the device's memory allows.
+// task parameters, sequence lengths, seeds, schedules and biases) in groups of at most
+// max_members(config) runs for every config in the group, the size the device's memory allows
+// (a group's members are padded to its longest: the smallest limit holds).
 template <class MaxMembers>
 std::vector<std::vector<const PlannedRun*>> ensemble_groups(
     const std::vector<const PlannedRun*>& runs, MaxMembers max_members) {
   std::vector<std::vector<const PlannedRun*>> groups;
+  std::vector<std::size_t> limits;          // each group's smallest max_members
   std::map<std::string, std::size_t> open;  // shared settings -> the group being filled
   for (const PlannedRun* r : runs) {
     const TrainConfig config = train_config_from_json(r->config, "run " + r->id);
     const std::string key = shared_settings(config).dump();
+    const std::size_t limit = max_members(config);
     const auto at = open.find(key);
-    if (at != open.end() && groups[at->second].size() < max_members(config)) {
+    if (at != open.end() && groups[at->second].size() < std::min(limits[at->second], limit)) {
       groups[at->second].push_back(r);
+      limits[at->second] = std::min(limits[at->second], limit);
       continue;
     }
     open[key] = groups.size();
     groups.push_back({r});
+    limits.push_back(limit);
   }
   return groups;
 }

@@ -6,10 +6,12 @@
 //               strength, stop_below, and what is recorded (log_every, analysis_every,
 //               checkpoint_every, eval_every, eval_batches, save_attention_at), and where it
 //               starts from (init_from, init_take)
-//   shared:     everything else (the compiled model: mixer and shape; batch_tokens and the
-//               sequence length its task makes, which fix the [E, B, T] buffers; AdamW's betas,
-//               weight decay and clipping; the GEMMs' precision; threads), compared as
+//   shared:     everything else (the compiled model: mixer and shape; batch_tokens; AdamW's
+//               betas, weight decay and clipping; the GEMMs' precision; threads), compared as
 //               shared_settings() writes them
+// Members whose tasks make different sequence lengths (the linear map's S = 8 and 16), and so
+// different sequences per step, are padded to the longest and the most (train/
+// ensemble_trainer.cuh): causal models give the real positions the same values either way.
 #pragma once
 
 #include <cstddef>
@@ -35,13 +37,12 @@ inline const std::vector<std::string>& per_member_settings() {
 }
 
 // The settings the members of one ensemble share: the config without its task, the task's
-// parameters and the per-member settings, with the sequence length the task makes.
+// parameters and the per-member settings.
 inline nlohmann::json shared_settings(const TrainConfig& c) {
   nlohmann::json j = to_json(c);
   j.erase("task");
   for (const Parameter& p : find_task(c.task, "config").parameters) j.erase(p.name);
   for (const std::string& name : per_member_settings()) j.erase(name);
-  j["sequence_length"] = make_task(c).task->length();
   return j;
 }
 

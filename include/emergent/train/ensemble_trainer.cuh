@@ -83,6 +83,7 @@ struct EnsembleMember {
   double wall = 0;                           // the ensemble's seconds when it was done
   std::vector<std::int64_t> snapshot_steps;  // save_attention_at, sorted
   std::string failure;                       // why it stopped on a non-finite loss, if it did
+  int batch = 0, length = 0;  // its own sequences per step and positions (the ensemble's: most)
 };
 
 template <template <Shape, class> class MixerT, Shape S,
@@ -99,12 +100,16 @@ class EnsembleTrainer {
                   const std::vector<std::filesystem::path>& run_dirs, bool show_progress)
       : show_progress_(show_progress),
         members_(make_members(configs, run_dirs)),
-        batch_(sequences_per_step(configs.at(0))),
-        length_(members_[0].setup.task->length()),
+        batch_(most(members_, &EnsembleMember::batch)),
+        length_(most(members_, &EnsembleMember::length)),
+        padded_(std::any_of(
+            members_.begin(), members_.end(),
+            [&](const EnsembleMember& m) { return m.batch != batch_ || m.length != length_; })),
         step_(int(members_.size()), batch_, length_,
               {configs[0].beta1, configs[0].beta2, 1e-8, configs[0].weight_decay,
                configs[0].max_grad_norm},
-              decay_ranges(), linear_maps(members_), data_seeds(members_)) {}
+              decay_ranges(), padded_ ? std::vector<const LinearMap*>() : linear_maps(members_),
+              data_seeds(members_)) {}
 
   std::vector<RunSummary> run() {
     const TrainConfig& first = members_[0].config;
@@ -157,11 +162,7 @@ class EnsembleTrainer {
       if (!step_.samples_on_device()) {
         OpScope scope("data.sample_host");
         for (int e = 0; e < E; ++e)
-          if (!members_[e].done_at)
-            members_[e].setup.task->sample(
-                members_[e].config.seed, std::uint64_t(steps[e]), B,
-                std::span(inputs).subspan(std::size_t(e) * B * T, std::size_t(B) * T),
-                std::span(targets).subspan(std::size_t(e) * B * T, std::size_t(B) * T));
+          if (!members_[e].done_at) sample_member(e, std::uint64_t(steps[e]), inputs, targets);
         step_.upload_batch(inputs, targets);
         if (per_token_) upload_sequence_weights(inputs, targets, steps, weights_, true);
       }
@@ -176,10 +177,10 @@ class EnsembleTrainer {
         const std::vector<MemberReport> report = step_.report(predictable_);
         stop_nonfinite(report);
         const std::vector<double> maps =
-            attention ? step_.model.batch_averaged_attention() : std::vector<double>();
+            attention && !padded_ ? step_.model.batch_averaged_attention() : std::vector<double>();
         const std::vector<std::vector<float>> sequence_maps =
-            attention && per_token_ ? step_.model.sequence_attention()
-                                    : std::vector<std::vector<float>>();
+            attention && (per_token_ || padded_) ? step_.model.sequence_attention()
+                                                 : std::vector<std::vector<float>>();
         const std::vector<HeldOutLosses> held_out =
             evaluates(t) ? step_.held_out(held_inputs_, held_targets_, held_batches_, predictable_,
                                           [&](int b) {
@@ -192,10 +193,16 @@ class EnsembleTrainer {
           const std::int64_t step = steps[e];
           if (m.done_at) continue;
           const MemberReport& r = report[e];
+          // its batch-averaged maps: the device's, or with padded members its own sequences'
+          std::vector<double> own;
+          if (padded_ && !sequence_maps.empty() && (analysed(m, step) || snapshot(m, step)))
+            own = averaged_attention(e, member_attention(e, sequence_maps));
           const std::span<const double> map =
-              std::span(maps).subspan(std::size_t(e) * per_member, per_member);
+              padded_
+                  ? std::span<const double>(own)
+                  : std::span<const double>(maps).subspan(std::size_t(e) * per_member, per_member);
           if (snapshot(m, step) && !map.empty())
-            write_attention_snapshot(m.run_dir, step, S.layers, S.heads, T,
+            write_attention_snapshot(m.run_dir, step, S.layers, S.heads, m.length,
                                      std::vector<float>(map.begin(), map.end()), targets_[e],
                                      r.loss);
           if (step % m.config.log_every == 0) {
@@ -285,6 +292,8 @@ class EnsembleTrainer {
       m.config = c;
       m.run_dir = dirs[e];
       m.setup = with_emergence_source(make_task(c, where[e]), c);
+      m.batch = sequences_per_step(c);
+      m.length = m.setup.task->length();
       m.snapshot_steps = attention_snapshot_steps(c.save_attention_at, where[e]);
       m.schedule = {c.lr, c.warmup_steps, parse_schedule_kind(c.schedule), c.steps, c.min_lr_ratio};
       members.push_back(std::move(m));
@@ -356,9 +365,7 @@ class EnsembleTrainer {
       std::vector<std::int32_t>& in = held_inputs_.emplace_back(members_.size() * one);
       std::vector<std::int32_t>& out = held_targets_.emplace_back(in.size());
       for (std::size_t e = 0; e < members_.size(); ++e)
-        members_[e].setup.task->sample(members_[e].config.seed, kEvalStep + std::uint64_t(b),
-                                       batch_, std::span(in).subspan(e * one, one),
-                                       std::span(out).subspan(e * one, one));
+        sample_member(int(e), kEvalStep + std::uint64_t(b), in, out);
       if (per_token_) {  // this batch's weights and bias patterns, computed once
         held_weights_.push_back(weights_);
         upload_sequence_weights(in, out, {}, held_weights_.back(), false);
@@ -375,38 +382,96 @@ class EnsembleTrainer {
 
   // Each member's task: its loss weights, the weights of its held-out part (the report's
   // predictable_name columns) and its bias pattern and strength, [E, ...] each. With a task whose
-  // weights and target are per sequence (Dyck) among them, all are per token and per sequence
-  // ([E, B, T], [E, B, T, T]: cuda/cross_entropy.cuh), the fixed ones repeated for each sequence
-  // and the others' rows rewritten for every batch (upload_sequence_weights).
+  // weights and target are per sequence (Dyck) among them, or members of different lengths or
+  // batches (padded to the most of each: their padding has weight 0), all are per token and per
+  // sequence ([E, B, T], [E, B, T, T]: cuda/cross_entropy.cuh), a fixed task's rows repeated for
+  // each of its own sequences, the others' rewritten for every batch (upload_sequence_weights).
   void set_task_weights() {
     const std::size_t B = batch_, T = length_, TT = T * T;
-    per_token_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
-      return m.setup.task->weights_per_sequence();
-    });
+    per_token_ =
+        padded_ || std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
+          return m.setup.task->weights_per_sequence();
+        });
     biased_ = std::any_of(members_.begin(), members_.end(),
                           [](const EnsembleMember& m) { return m.config.bias != 0; });
-    // copies of a fixed task's rows (of its pattern only if a member is biased: else the patterns
-    // are never read, and stay one per member)
-    const std::size_t copies = per_token_ ? B : 1, pattern_copies = biased_ ? copies : 1;
     for (const EnsembleMember& m : members_) {
       const SequenceTask& task = *m.setup.task;
-      std::vector<float> full = task.full_loss_weights(), part = task.predictable_loss_weights(),
-                         pattern = task.attention_target();
-      full.resize(T, 0.0f);  // empty for a task with weights per sequence: its rows come later
-      part.resize(T, 0.0f);
-      pattern.resize(TT, 0.0f);  // a task without a target pattern: no bias
-      targets_.push_back(task.attention_target());
-      for (std::size_t b = 0; b < copies; ++b) {
+      const std::vector<float> full = task.full_loss_weights(),
+                               part = task.predictable_loss_weights(),
+                               pattern = task.attention_target();
+      targets_.push_back(pattern);
+      strengths_.push_back(float(m.config.bias));
+      if (!per_token_) {  // one row per member; every member has this length
         append(weights_.full, full);
         append(weights_.predictable, part);
+        append(weights_.patterns, pattern.empty() ? std::vector<float>(TT, 0.0f) : pattern);
+        continue;
       }
-      for (std::size_t b = 0; b < pattern_copies; ++b) append(weights_.patterns, pattern);
-      strengths_.push_back(float(m.config.bias));
+      // empty for a task with weights per sequence: its rows come with each batch
+      const std::size_t rows = task.weights_per_sequence() ? 0 : std::size_t(m.batch);
+      std::vector<float> block(B * T, 0.0f), part_block(block.size(), 0.0f);
+      for (std::size_t b = 0; b < rows; ++b) {
+        std::copy(full.begin(), full.end(), block.begin() + b * T);
+        std::copy(part.begin(), part.end(), part_block.begin() + b * T);
+      }
+      append(weights_.full, block);
+      append(weights_.predictable, part_block);
+      // the patterns per sequence only if a member is biased (else they are never read, and stay
+      // one per member)
+      std::vector<float> patterns(biased_ ? B * TT : TT, 0.0f);
+      if (!pattern.empty())
+        for (std::size_t b = 0; b < (biased_ ? rows : 1); ++b)
+          place(pattern, 1, m.length, m.length, patterns, b * TT, T);
+      append(weights_.patterns, patterns);
     }
     if (per_token_) step_.model.set_weights_per_token();
+    if (padded_) {
+      std::vector<int> batches;
+      for (const EnsembleMember& m : members_) batches.push_back(m.batch);
+      step_.model.set_member_batches(batches);
+    }
     copy_to_device<float>(weights_.full, step_.model.loss_weights);
     copy_to_device<float>(weights_.predictable, predictable_);
     step_.model.set_bias(weights_.patterns, strengths_);  // also unbiased: the strengths say off
+  }
+
+  // Copies `count` blocks of `rows` x `width` values (one after another in `from`) into `to` from
+  // `at` on, block i at at + i * stride^2 (`stride` = the ensemble's length), row r at + r *
+  // stride: a member's tokens, weights or [T_e, T_e] patterns into the ensemble's padded layout.
+  static void place(std::span<const float> from, std::size_t count, std::size_t rows,
+                    std::size_t width, std::span<float> to, std::size_t at, std::size_t stride) {
+    for (std::size_t i = 0; i < count; ++i)
+      for (std::size_t r = 0; r < rows; ++r)
+        std::copy_n(from.begin() + (i * rows + r) * width, width,
+                    to.begin() + at + i * stride * stride + r * stride);
+  }
+
+  // Member e's batch of data step `data_step` into its rows of inputs, targets [E, B, T]: its own
+  // sequences and length, its padding left as it is (tokens 0, weight 0).
+  void sample_member(int e, std::uint64_t data_step, std::span<std::int32_t> inputs,
+                     std::span<std::int32_t> targets) const {
+    const EnsembleMember& m = members_[e];
+    const std::size_t one = std::size_t(batch_) * length_, own = std::size_t(m.batch) * m.length;
+    if (!padded_) {
+      m.setup.task->sample(m.config.seed, data_step, batch_, inputs.subspan(e * one, one),
+                           targets.subspan(e * one, one));
+      return;
+    }
+    std::vector<std::int32_t> in(own), out(own);
+    m.setup.task->sample(m.config.seed, data_step, m.batch, in, out);
+    for (int b = 0; b < m.batch; ++b) {
+      std::copy_n(in.begin() + b * m.length, m.length, inputs.begin() + e * one + b * length_);
+      std::copy_n(out.begin() + b * m.length, m.length, targets.begin() + e * one + b * length_);
+    }
+  }
+  // Member e's own sequences of a batch [E, B, T], without the padding: [B_e, T_e].
+  std::vector<std::int32_t> own_tokens(int e, std::span<const std::int32_t> tokens) const {
+    const EnsembleMember& m = members_[e];
+    std::vector<std::int32_t> own(std::size_t(m.batch) * m.length);
+    for (int b = 0; b < m.batch; ++b)
+      std::copy_n(tokens.begin() + (std::size_t(e) * batch_ + b) * length_, m.length,
+                  own.begin() + b * m.length);
+    return own;
   }
 
   // For the members whose task has weights per sequence, the weights (and where its bias or its
@@ -417,20 +482,23 @@ class EnsembleTrainer {
                                std::span<const std::int32_t> targets,
                                std::span<const std::int64_t> steps, TaskWeights& into,
                                bool running) {
-    const std::size_t B = batch_, T = length_, one = B * T;
+    const std::size_t T = length_, one = std::size_t(batch_) * T;
     for (std::size_t e = 0; e < members_.size(); ++e) {
       EnsembleMember& m = members_[e];
       const SequenceTask& task = *m.setup.task;
       if (!task.weights_per_sequence() || (running && m.done_at)) continue;
-      const auto in = inputs.subspan(e * one, one), out = targets.subspan(e * one, one);
-      task.sequence_weights(in, out, batch_, std::span(into.full).subspan(e * one, one),
-                            std::span(into.predictable).subspan(e * one, one));
+      const std::vector<std::int32_t> in = own_tokens(int(e), inputs),
+                                      out = own_tokens(int(e), targets);
+      std::vector<float> full(in.size()), part(in.size());
+      task.sequence_weights(in, out, m.batch, full, part);
+      place(full, 1, m.batch, m.length, into.full, e * one, T);  // rows of T: one block of B x T
+      place(part, 1, m.batch, m.length, into.predictable, e * one, T);
       const bool analysis = running && analysed(m, steps[e]);
       if (m.config.bias == 0 && !analysis) continue;
-      std::vector<float> target(one * T);
-      task.sequence_attention_targets(in, out, batch_, target);
+      std::vector<float> target(in.size() * m.length);
+      task.sequence_attention_targets(in, out, m.batch, target);
       if (m.config.bias != 0)
-        std::copy(target.begin(), target.end(), into.patterns.begin() + e * one * T);
+        place(target, m.batch, m.length, m.length, into.patterns, e * one * T, T);
       if (running) targets_[e] = std::move(target);
     }
     upload(into);
@@ -442,18 +510,57 @@ class EnsembleTrainer {
   }
   void upload_held_out_weights(int b) { upload(held_weights_[b]); }
 
+  // Member e's attention of the last forward, each layer's [B_e, H, T_e, T_e] (its own
+  // sequences and positions), out of every sequence's [E, B, H, T, T] (sequence_attention()).
+  std::vector<std::vector<float>> member_attention(
+      std::size_t e, const std::vector<std::vector<float>>& sequence_maps) const {
+    const EnsembleMember& m = members_[e];
+    const std::size_t H = S.heads, T = length_, Te = m.length;
+    std::vector<std::vector<float>> layers;
+    for (const std::vector<float>& all : sequence_maps) {
+      std::vector<float>& own = layers.emplace_back(std::size_t(m.batch) * H * Te * Te);
+      for (std::size_t b = 0; b < std::size_t(m.batch); ++b)
+        for (std::size_t h = 0; h < H; ++h)
+          for (std::size_t i = 0; i < Te; ++i)
+            std::copy_n(all.begin() + (((e * batch_ + b) * H + h) * T + i) * T, Te,
+                        own.begin() + ((b * H + h) * Te + i) * Te);
+    }
+    return layers;
+  }
+  // Those maps averaged over the member's sequences in double, in batch order, [layer][head]
+  // [query][key] flattened: the device's batch_averaged_attention for a member of its own length.
+  std::vector<double> averaged_attention(std::size_t e,
+                                         const std::vector<std::vector<float>>& own) const {
+    const std::size_t B = members_[e].batch, per_sequence = own.empty() ? 0 : own[0].size() / B;
+    std::vector<double> averaged(own.size() * per_sequence, 0.0);
+    for (std::size_t l = 0; l < own.size(); ++l)
+      for (std::size_t r = 0; r < per_sequence; ++r) {
+        double sum = 0;
+        for (std::size_t b = 0; b < B; ++b) sum += own[l][b * per_sequence + r];
+        averaged[l * per_sequence + r] = sum / double(B);
+      }
+    return averaged;
+  }
+
   // Member e's attention analysis of the step just reported: of its batch-averaged maps `map`,
   // or for a task with targets per sequence, of each sequence's map (analysis/
   // attention_summary.hpp's analyse_sequences, as the CPU run reads them).
   AttentionAnalysis analyse_member(std::size_t e, std::span<const double> map,
                                    const std::vector<std::vector<float>>& sequence_maps) const {
-    const SequenceTask& task = *members_[e].setup.task;
+    const EnsembleMember& m = members_[e];
+    const SequenceTask& task = *m.setup.task;
     if (!task.weights_per_sequence())
-      return analyse_patterns(by_layer(map), S.heads, length_, task, targets_[e]);
-    const std::size_t per_sequence = std::size_t(S.heads) * length_ * length_;
-    return analyse_sequences(S.layers, S.heads, length_, batch_, targets_[e], [&](int l, int b) {
-      return sequence_maps[l].data() + (e * batch_ + b) * per_sequence;
-    });
+      return analyse_patterns(by_layer(map), S.heads, m.length, task, targets_[e]);
+    const std::vector<std::vector<float>> own = member_attention(e, sequence_maps);
+    const std::size_t per_sequence = std::size_t(S.heads) * m.length * m.length;
+    return analyse_sequences(S.layers, S.heads, m.length, m.batch, targets_[e],
+                             [&](int l, int b) { return own[l].data() + b * per_sequence; });
+  }
+
+  static int most(const std::vector<EnsembleMember>& members, int EnsembleMember::*field) {
+    int n = 0;
+    for (const EnsembleMember& m : members) n = std::max(n, m.*field);
+    return n;
   }
 
   // Member e is done after `steps_done` steps (its last step, or its early stop): its checkpoint
@@ -632,7 +739,8 @@ class EnsembleTrainer {
   bool show_progress_;
   std::chrono::steady_clock::time_point started_;
   std::vector<EnsembleMember> members_;
-  int batch_, length_;
+  int batch_, length_;  // the most sequences and positions of a member
+  bool padded_;         // members of different lengths or batches, padded to those
   EnsembleStep<MixerT, S, ChannelT> step_;
   // each member's attention target: its task's [T, T], or, with targets per sequence, the
   // [B, T, T] of the batch last analysed or biased
