@@ -20,6 +20,7 @@
 #include <emergent/mixers/rwkv.hpp>
 #include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/config.hpp>
+#include <emergent/train/ensemble_members.hpp>
 #include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/self_pretraining_config.hpp>
 #include <filesystem>
@@ -389,6 +390,23 @@ TEST_CASE(
   CHECK(std::filesystem::file_size(path) == size);
   CHECK(emergent::read_rows(path).size() == 2);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a device ensemble of different lengths is sized as its padded members") {
+  auto linear_map = [](int S) {
+    emergent::TrainConfig c;
+    c.task = "linear-map";
+    c.task_params = {{"S", S}};
+    c.batch_tokens = 120;
+    return c;
+  };
+  // S = 4: 15 sequences of 8 tokens; S = 6: 10 of 12. Padded: 15 sequences of 12 tokens.
+  const emergent::TrainConfig padded = emergent::padded_member({linear_map(4), linear_map(6)});
+  CHECK(padded.task_params.at("S") == 6);
+  CHECK(padded.batch_tokens == 180);
+  CHECK(emergent::estimated_training_bytes(padded) >
+        emergent::estimated_training_bytes(linear_map(6)));
+  CHECK(emergent::padded_member({linear_map(6)}).batch_tokens == 120);
 }
 
 TEST_CASE("every numeric setting has a finite range, so a typo cannot ask for the machine") {

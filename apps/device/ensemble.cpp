@@ -16,7 +16,6 @@
 // that has a device twin (cuda/mixer.cuh); rwkv with its channel mixing (RwkvChannelMix), as
 // apps/registry/rwkv.cpp registers it.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/gated_deltanet.cuh>
@@ -174,12 +173,11 @@ int main(int argc, char** argv) {
     emergent::cuda::gemm_precision() = emergent::cuda::parse_precision(config.precision);
     // Before anything is allocated: an ensemble larger than the device is one line, not a
     // std::bad_alloc (or an out-of-memory abort) part-way. (The members share the shape and
-    // batch_tokens, train/ensemble_members.hpp, and are padded to the longest sequence.)
-    double each = 0;
-    for (const TrainConfig& c : configs)
-      each = std::max(each, emergent::estimated_training_bytes(c));
+    // batch_tokens, train/ensemble_members.hpp, and are padded to the longest sequence and the
+    // most sequences: padded_member.)
     emergent::require_memory_fits(
-        each * double(configs.size()), device_memory_bytes(),
+        emergent::estimated_training_bytes(emergent::padded_member(configs), configs.size()),
+        device_memory_bytes(),
         EMERGENT_DEVICE_IS_CUDA ? "the GPU's free memory" : "this machine's memory",
         "an ensemble of " + std::to_string(configs.size()) + " runs",
         std::to_string(configs.size()) + " members, batch_tokens and the shape");

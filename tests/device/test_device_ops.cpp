@@ -168,7 +168,9 @@ TEST_CASE("device cross-entropy with weights per token: each sequence's weighted
   cuda::copy_to_device<std::int32_t>(targets, t);
   DeviceVector<double> losses(kMembers);
   cuda::cross_entropy_forward(raw(probs), raw(ce), raw(correct), raw(l), raw(t), rows, V);
-  cuda::weighted_member_means(raw(losses), raw(ce), raw(w), kMembers, B, T, true);
+  DeviceVector<double> sequence_means(kMembers * B);
+  cuda::weighted_member_means(raw(losses), raw(ce), raw(w), kMembers, B, T, true, nullptr,
+                              raw(sequence_means));
   cuda::loss_scale(raw(scales), raw(w), kMembers, B, T, true);
   cuda::cross_entropy_backward(raw(dl), raw(probs), raw(t), raw(w), rows, B, T, V, raw(scales),
                                true);

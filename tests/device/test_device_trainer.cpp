@@ -46,13 +46,21 @@ std::vector<nlohmann::json> metrics_rows(const fs::path& run_dir) {
   return rows;
 }
 
-// The largest difference between two metrics-row values: numbers, or lists of them (the
-// attention entropy per layer and head); anything else must be equal.
+// The largest difference between two metrics-row values: numbers, or lists or objects of them
+// (the attention entropy per layer and head, a summary's evaluation); anything else must be
+// equal.
 double json_difference(const nlohmann::json& a, const nlohmann::json& b) {
   if (a.is_number() && b.is_number()) return std::abs(a.get<double>() - b.get<double>());
   if (a.is_array() && b.is_array() && a.size() == b.size()) {
     double worst = 0;
     for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, json_difference(a[i], b[i]));
+    return worst;
+  }
+  if (a.is_object() && b.is_object() && a.size() == b.size()) {
+    double worst = 0;
+    for (auto it = a.begin(); it != a.end(); ++it)
+      worst =
+          std::max(worst, b.contains(it.key()) ? json_difference(it.value(), b[it.key()]) : 1e9);
     return worst;
   }
   return a == b ? 0.0 : 1e9;
@@ -217,6 +225,14 @@ TEST_CASE("mixed device ensemble of different lengths: padded, each member as th
     const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
     CHECK(worst_row_difference(cpu_dir, device_dirs[e]) < 1e-4);
     CHECK(summaries[e].steps_done == configs[e].steps);
+    // the summary's evaluation (on the host, at the member's own batch) is the CPU run's
+    const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir / "summary.json"),
+                         device_summary = emergent::read_json_file(device_dirs[e] / "summary.json");
+    for (const char* key : {"final_loss", "final_metric", "eval"}) {
+      CAPTURE(key);
+      REQUIRE(cpu_summary.contains(key));
+      CHECK(json_difference(cpu_summary[key], device_summary[key]) < 1e-4);
+    }
   }
   CHECK(metrics_rows(device_dirs[0]).back().contains("attention_iou"));
   const std::vector<float> a = emergent::SafetensorsFile(

@@ -42,7 +42,8 @@ inline void cross_entropy_forward(float* probs, float* ce, float* correct, const
 
 // dlogits = (probs - onehot(target)) w scale for row n = (e, b, t), the scales read on the device
 // (from loss_scale below), so that a step asks nothing of the host: w_e[t] scale[e], or per token
-// w[e, b, t] scale[e, b] / B, in the CPU's order of rounding.
+// w[e, b, t] scale[e, b] / B (the CPU rounds w / sum_t w once where this multiplies by the rounded
+// 1 / sum_t w: the same for Dyck's weights of 0 and 1, within an ulp otherwise).
 inline void cross_entropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
                                    const float* weights, std::int64_t rows, int batch, int length,
                                    int vocab, const float* scale, bool per_token = false,
@@ -77,24 +78,29 @@ inline void loss_scale(float* scale, const float* weights, int members, int batc
 }
 
 // out[e * out_stride] = sum_{b,t} w_e[t] values[e,b,t] / (B sum_t w_e[t]), in double (the rows
-// in reduce.cuh's order); per token, the mean over b of sum_t w values / sum_t w (one thread a
-// member, in order: only the tasks with weights per token take this path).
+// in reduce.cuh's order); per token, the mean over b of sum_t w values / sum_t w: each sequence's
+// into `sequence_means` [E * B] (one thread a sequence), then each member's (one thread a
+// member, in order).
 inline void weighted_member_means(double* out, std::int64_t out_stride, const float* values,
                                   const float* weights, int members, int batch, int length,
-                                  bool per_token = false, const int* member_batch = nullptr) {
+                                  bool per_token = false, const int* member_batch = nullptr,
+                                  double* sequence_means = nullptr) {
   const std::int64_t rows = std::int64_t(batch) * length;
   if (per_token) {
+    require(sequence_means != nullptr, "weighted_member_means",
+            "weights per token need a buffer of one double per sequence");
+    for_each_index(std::int64_t(members) * batch, [=] EMERGENT_HD(std::int64_t s) {
+      double sum = 0, weight_sum = 0;
+      for (int t = 0; t < length; ++t) {
+        const std::int64_t n = s * length + t;
+        sum += weights[n] * double(values[n]);
+        weight_sum += weights[n];
+      }
+      sequence_means[s] = weight_sum > 0 ? sum / weight_sum : 0.0;
+    });
     for_each_index(members, [=] EMERGENT_HD(std::int64_t e) {
       double total = 0;
-      for (int b = 0; b < batch; ++b) {
-        double sum = 0, weight_sum = 0;
-        for (int t = 0; t < length; ++t) {
-          const std::int64_t n = e * rows + std::int64_t(b) * length + t;
-          sum += weights[n] * double(values[n]);
-          weight_sum += weights[n];
-        }
-        if (weight_sum > 0) total += sum / weight_sum;
-      }
+      for (int b = 0; b < batch; ++b) total += sequence_means[e * batch + b];
       out[e * out_stride] = total / (member_batch ? member_batch[e] : batch);
     });
     return;
@@ -112,8 +118,10 @@ inline void weighted_member_means(double* out, std::int64_t out_stride, const fl
 }
 inline void weighted_member_means(double* out, const float* values, const float* weights,
                                   int members, int batch, int length, bool per_token = false,
-                                  const int* member_batch = nullptr) {
-  weighted_member_means(out, 1, values, weights, members, batch, length, per_token, member_batch);
+                                  const int* member_batch = nullptr,
+                                  double* sequence_means = nullptr) {
+  weighted_member_means(out, 1, values, weights, members, batch, length, per_token, member_batch,
+                        sequence_means);
 }
 
 }  // namespace emergent::cuda

@@ -96,9 +96,8 @@ class EnsembleModel {
     per_token_ = true;
     loss_weights.resize(tokens());
     loss_scale_.resize(std::size_t(members_) * batch_);
+    sequence_means_.resize(std::size_t(members_) * batch_);
   }
-  bool weights_per_token() const { return per_token_; }
-
   // With weights per token: each member's own count of sequences, [E] (the rest of its B rows are
   // padding with weight 0, as its positions past its own length: members of different lengths
   // and batches in one ensemble; cuda/cross_entropy.cuh). Before the first step.
@@ -181,17 +180,18 @@ class EnsembleModel {
     }
     OpScope scope("loss.member_means");
     weighted_member_means(raw(losses_), raw(token_loss_), raw(loss_weights), members_, batch_,
-                          length_, per_token_, member_batches());
+                          length_, per_token_, member_batches(),
+                          per_token_ ? raw(sequence_means_) : nullptr);
   }
 
   // Whether the mixer keeps attention probabilities (dot attention: its twin's [E, B, H, T, T]
   // per layer), as the CPU's KeepsAttention (mixers/mixer.hpp) says of the CPU mixer.
   static constexpr bool kKeepsAttention = KeepsAttention<typename Cpu::Mixer>;
 
-  // Each member's attention of the last forward averaged over its batch, in double in batch
-  // order (analysis/attention_entropy.hpp's batch_averaged_pattern on each member's slice):
-  // [E][layer][head][query][key] flattened, copied to the host (it waits); empty for a mixer
-  // without attention probabilities.
+  // Each member's attention of the last forward averaged over its batch (its own sequences, with
+  // member batches), in double in batch order (analysis/attention_entropy.hpp's
+  // batch_averaged_pattern on each member's slice): [E][layer][head][query][key] flattened, copied
+  // to the host (it waits); empty for a mixer without attention probabilities.
   std::vector<double> batch_averaged_attention() {
     if constexpr (!kKeepsAttention) {
       return {};
@@ -201,13 +201,15 @@ class EnsembleModel {
       const std::int64_t per_sample = std::int64_t(H) * T * T;
       DeviceVector<double> out(std::size_t(members_) * L * per_sample);
       double* averaged = raw(out);
+      const int* batches = member_batches();
       for (int l = 0; l < L; ++l) {
         const float* att = raw(layers_[l].mixer.att);
         for_each_index(members_ * per_sample, [=] EMERGENT_HD(std::int64_t i) {
           const std::int64_t e = i / per_sample, r = i % per_sample;
+          const int own = batches ? batches[e] : B;  // its own sequences, not the padding
           double sum = 0;
-          for (int b = 0; b < B; ++b) sum += att[(e * B + b) * per_sample + r];
-          averaged[(e * L + l) * per_sample + r] = sum / B;
+          for (int b = 0; b < own; ++b) sum += att[(e * B + b) * per_sample + r];
+          averaged[(e * L + l) * per_sample + r] = sum / own;
         });
       }
       return copy_to_host(out);
@@ -233,13 +235,15 @@ class EnsembleModel {
                                const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
     weighted_member_means(out, out_stride, raw(token_loss_), raw(weights), members_, batch_,
-                          length_, per_token_, member_batches());
+                          length_, per_token_, member_batches(),
+                          per_token_ ? raw(sequence_means_) : nullptr);
   }
   void weighted_accuracy_on_device(double* out, std::int64_t out_stride,
                                    const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
     weighted_member_means(out, out_stride, raw(token_correct_), raw(weights), members_, batch_,
-                          length_, per_token_, member_batches());
+                          length_, per_token_, member_batches(),
+                          per_token_ ? raw(sequence_means_) : nullptr);
   }
 
   // grads += dL/dparams of the last forward's loss, for every member.
@@ -328,6 +332,7 @@ class EnsembleModel {
   DeviceVector<float> d_residual_, d_norm_, d_logits_;
   DeviceVector<double> losses_;
   DeviceVector<float> loss_scale_;
+  DeviceVector<double> sequence_means_;  // [E * B] with weights per token
 };
 
 }  // namespace emergent::cuda

@@ -125,27 +125,32 @@ inline nlohmann::json result_row(const PlannedRun& r, const std::filesystem::pat
 // The device ensembles a sweep's runs train in (--backend cuda|thrust-omp), in sweep order: the
 // runs that may share one (train/ensemble_members.hpp: the same shared settings, whatever their
 // task parameters, sequence lengths, seeds, schedules and biases) in groups of at most
-// max_members(config) runs for every config in the group, the size the device's memory allows
-// (a group's members are padded to its longest: the smallest limit holds).
+// max_members(padded member) runs, the size the device's memory allows for members as the
+// ensemble holds them (PaddedMember: the group's longest sequence and most sequences).
 template <class MaxMembers>
 std::vector<std::vector<const PlannedRun*>> ensemble_groups(
     const std::vector<const PlannedRun*>& runs, MaxMembers max_members) {
   std::vector<std::vector<const PlannedRun*>> groups;
-  std::vector<std::size_t> limits;          // each group's smallest max_members
+  std::vector<PaddedMember> padded;         // each group's
   std::map<std::string, std::size_t> open;  // shared settings -> the group being filled
   for (const PlannedRun* r : runs) {
     const TrainConfig config = train_config_from_json(r->config, "run " + r->id);
     const std::string key = shared_settings(config).dump();
-    const std::size_t limit = max_members(config);
+    PaddedMember with;
+    with.add(config);
     const auto at = open.find(key);
-    if (at != open.end() && groups[at->second].size() < std::min(limits[at->second], limit)) {
-      groups[at->second].push_back(r);
-      limits[at->second] = std::min(limits[at->second], limit);
-      continue;
+    if (at != open.end()) {
+      PaddedMember joined = padded[at->second];
+      joined.add(config);
+      if (groups[at->second].size() + 1 <= max_members(joined.config())) {
+        groups[at->second].push_back(r);
+        padded[at->second] = joined;
+        continue;
+      }
     }
     open[key] = groups.size();
     groups.push_back({r});
-    limits.push_back(limit);
+    padded.push_back(with);
   }
   return groups;
 }

@@ -14,6 +14,7 @@
 // ensemble_trainer.cuh): causal models give the real positions the same values either way.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <emergent/core/error.hpp>
 #include <emergent/tasks/registry.hpp>
@@ -44,6 +45,35 @@ inline nlohmann::json shared_settings(const TrainConfig& c) {
   for (const Parameter& p : find_task(c.task, "config").parameters) j.erase(p.name);
   for (const std::string& name : per_member_settings()) j.erase(name);
   return j;
+}
+
+// A member as the device ensemble holds each (members of different lengths are padded to the
+// longest sequence and the most sequences: train/ensemble_trainer.cuh), for the memory estimate
+// (train/memory_estimate.hpp) of the whole ensemble: the longest member's config with
+// batch_tokens for the most sequences of that length. Members are added one by one (a sweep
+// fills its ensembles so).
+class PaddedMember {
+ public:
+  void add(const TrainConfig& c) {
+    const int n = sequence_tokens(c);
+    if (n > tokens_) tokens_ = n, longest_ = c;
+    sequences_ = std::max(sequences_, std::max(1, c.batch_tokens / n));  // sequences_per_step
+  }
+  TrainConfig config() const {
+    require(tokens_ > 0, "ensemble", "needs a member");
+    TrainConfig padded = longest_;
+    padded.batch_tokens = sequences_ * tokens_;
+    return padded;
+  }
+
+ private:
+  TrainConfig longest_;
+  int tokens_ = 0, sequences_ = 0;
+};
+inline TrainConfig padded_member(const std::vector<TrainConfig>& members) {
+  PaddedMember padded;
+  for (const TrainConfig& c : members) padded.add(c);
+  return padded.config();
 }
 
 // Throws, naming where[i] and the setting, for the first member whose shared settings differ

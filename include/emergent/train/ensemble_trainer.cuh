@@ -164,27 +164,30 @@ class EnsembleTrainer {
         for (int e = 0; e < E; ++e)
           if (!members_[e].done_at) sample_member(e, std::uint64_t(steps[e]), inputs, targets);
         step_.upload_batch(inputs, targets);
-        if (per_token_) upload_sequence_weights(inputs, targets, steps, weights_, true);
+        if (sequence_tasks_) upload_sequence_weights(inputs, targets, steps, weights_, true);
       }
-      step_.run(steps, lrs);                    // returns at once: the device runs on
-      bool any = false, attention = false;      // does a member log, checkpoint, finish, or
-      for (const EnsembleMember& m : members_)  // read its attention at this step?
+      step_.run(steps, lrs);  // returns at once: the device runs on
+      // does a member log, checkpoint, finish, or read its attention (a member with targets
+      // per sequence: each sequence's) at this step?
+      bool any = false, attention = false, sequences = false;
+      for (const EnsembleMember& m : members_)
         if (!m.done_at) {
           any = any || records(m, m.start + t);
           attention = attention || analysed(m, m.start + t) || snapshot(m, m.start + t);
+          sequences =
+              sequences || (m.setup.task->weights_per_sequence() && analysed(m, m.start + t));
         }
       if (any) {  // the host waits here, and only here
         const std::vector<MemberReport> report = step_.report(predictable_);
         stop_nonfinite(report);
         const std::vector<double> maps =
-            attention && !padded_ ? step_.model.batch_averaged_attention() : std::vector<double>();
+            attention ? step_.model.batch_averaged_attention() : std::vector<double>();
         const std::vector<std::vector<float>> sequence_maps =
-            attention && (per_token_ || padded_) ? step_.model.sequence_attention()
-                                                 : std::vector<std::vector<float>>();
+            sequences ? step_.model.sequence_attention() : std::vector<std::vector<float>>();
         const std::vector<HeldOutLosses> held_out =
             evaluates(t) ? step_.held_out(held_inputs_, held_targets_, held_batches_, predictable_,
                                           [&](int b) {
-                                            if (per_token_) upload_held_out_weights(b);
+                                            if (sequence_tasks_) upload(held_weights_[b]);
                                           })
                          : std::vector<HeldOutLosses>();
         const std::size_t per_member = maps.size() / E;
@@ -193,14 +196,9 @@ class EnsembleTrainer {
           const std::int64_t step = steps[e];
           if (m.done_at) continue;
           const MemberReport& r = report[e];
-          // its batch-averaged maps: the device's, or with padded members its own sequences'
-          std::vector<double> own;
-          if (padded_ && !sequence_maps.empty() && (analysed(m, step) || snapshot(m, step)))
-            own = averaged_attention(e, member_attention(e, sequence_maps));
-          const std::span<const double> map =
-              padded_
-                  ? std::span<const double>(own)
-                  : std::span<const double>(maps).subspan(std::size_t(e) * per_member, per_member);
+          // its batch-averaged maps (over its own sequences), at its own length
+          const std::vector<double> map =
+              own_positions(e, std::span(maps).subspan(std::size_t(e) * per_member, per_member));
           if (snapshot(m, step) && !map.empty())
             write_attention_snapshot(m.run_dir, step, S.layers, S.heads, m.length,
                                      std::vector<float>(map.begin(), map.end()), targets_[e],
@@ -261,8 +259,8 @@ class EnsembleTrainer {
         failures += (failures.empty() ? "" : "\n") + m.failure;
         continue;
       }
-      const EvalResult eval =
-          evaluate<Net>(m.final_params, *m.setup.task, m.config.seed, B, float(m.config.bias));
+      const EvalResult eval = evaluate<Net>(m.final_params, *m.setup.task, m.config.seed, m.batch,
+                                            float(m.config.bias));
       summaries.push_back(write_run_summary(m.run_dir, m.setup, m.history, *m.done_at,
                                             m.wall + m.history.wall_offset, eval));
     }
@@ -366,7 +364,7 @@ class EnsembleTrainer {
       std::vector<std::int32_t>& out = held_targets_.emplace_back(in.size());
       for (std::size_t e = 0; e < members_.size(); ++e)
         sample_member(int(e), kEvalStep + std::uint64_t(b), in, out);
-      if (per_token_) {  // this batch's weights and bias patterns, computed once
+      if (sequence_tasks_) {  // this batch's weights and bias patterns, computed once
         held_weights_.push_back(weights_);
         upload_sequence_weights(in, out, {}, held_weights_.back(), false);
       }
@@ -388,12 +386,15 @@ class EnsembleTrainer {
   // each of its own sequences, the others' rewritten for every batch (upload_sequence_weights).
   void set_task_weights() {
     const std::size_t B = batch_, T = length_, TT = T * T;
-    per_token_ =
-        padded_ || std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
-          return m.setup.task->weights_per_sequence();
-        });
-    biased_ = std::any_of(members_.begin(), members_.end(),
-                          [](const EnsembleMember& m) { return m.config.bias != 0; });
+    sequence_tasks_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
+      return m.setup.task->weights_per_sequence();
+    });
+    per_token_ = padded_ || sequence_tasks_;
+    // patterns per sequence only for a biased member whose target moves with the sequence (else
+    // one per member, the member's in the corner of the ensemble's [T, T])
+    sequence_patterns_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
+      return m.config.bias != 0 && m.setup.task->weights_per_sequence();
+    });
     for (const EnsembleMember& m : members_) {
       const SequenceTask& task = *m.setup.task;
       const std::vector<float> full = task.full_loss_weights(),
@@ -416,11 +417,9 @@ class EnsembleTrainer {
       }
       append(weights_.full, block);
       append(weights_.predictable, part_block);
-      // the patterns per sequence only if a member is biased (else they are never read, and stay
-      // one per member)
-      std::vector<float> patterns(biased_ ? B * TT : TT, 0.0f);
+      std::vector<float> patterns(sequence_patterns_ ? B * TT : TT, 0.0f);
       if (!pattern.empty())
-        for (std::size_t b = 0; b < (biased_ ? rows : 1); ++b)
+        for (std::size_t b = 0; b < (sequence_patterns_ ? rows : 1); ++b)
           place(pattern, 1, m.length, m.length, patterns, b * TT, T);
       append(weights_.patterns, patterns);
     }
@@ -506,10 +505,20 @@ class EnsembleTrainer {
   void upload(const TaskWeights& weights) {
     copy_to_device<float>(weights.full, step_.model.loss_weights);
     copy_to_device<float>(weights.predictable, predictable_);
-    if (biased_) step_.model.set_bias(weights.patterns, strengths_);
+    if (sequence_patterns_) step_.model.set_bias(weights.patterns, strengths_);
   }
-  void upload_held_out_weights(int b) { upload(held_weights_[b]); }
 
+  // Member e's batch-averaged maps [layer][head][T][T] (the device's, over its own sequences)
+  // at its own length: [layer][head][T_e][T_e], the corner its positions hold.
+  std::vector<double> own_positions(std::size_t e, std::span<const double> map) const {
+    const std::size_t T = length_, Te = members_[e].length;
+    if (Te == T || map.empty()) return {map.begin(), map.end()};
+    std::vector<double> own(std::size_t(S.layers) * S.heads * Te * Te);
+    for (std::size_t square = 0; square < std::size_t(S.layers) * S.heads; ++square)
+      for (std::size_t i = 0; i < Te; ++i)
+        std::copy_n(map.begin() + (square * T + i) * T, Te, own.begin() + (square * Te + i) * Te);
+    return own;
+  }
   // Member e's attention of the last forward, each layer's [B_e, H, T_e, T_e] (its own
   // sequences and positions), out of every sequence's [E, B, H, T, T] (sequence_attention()).
   std::vector<std::vector<float>> member_attention(
@@ -526,20 +535,6 @@ class EnsembleTrainer {
                         own.begin() + ((b * H + h) * Te + i) * Te);
     }
     return layers;
-  }
-  // Those maps averaged over the member's sequences in double, in batch order, [layer][head]
-  // [query][key] flattened: the device's batch_averaged_attention for a member of its own length.
-  std::vector<double> averaged_attention(std::size_t e,
-                                         const std::vector<std::vector<float>>& own) const {
-    const std::size_t B = members_[e].batch, per_sequence = own.empty() ? 0 : own[0].size() / B;
-    std::vector<double> averaged(own.size() * per_sequence, 0.0);
-    for (std::size_t l = 0; l < own.size(); ++l)
-      for (std::size_t r = 0; r < per_sequence; ++r) {
-        double sum = 0;
-        for (std::size_t b = 0; b < B; ++b) sum += own[l][b * per_sequence + r];
-        averaged[l * per_sequence + r] = sum / double(B);
-      }
-    return averaged;
   }
 
   // Member e's attention analysis of the step just reported: of its batch-averaged maps `map`,
@@ -745,7 +740,9 @@ class EnsembleTrainer {
   // each member's attention target: its task's [T, T], or, with targets per sequence, the
   // [B, T, T] of the batch last analysed or biased
   std::vector<std::vector<float>> targets_;
-  bool per_token_ = false, biased_ = false;
+  // with weights per token; with a task whose weights and target are per sequence; with bias
+  // patterns per sequence
+  bool per_token_ = false, sequence_tasks_ = false, sequence_patterns_ = false;
   TaskWeights weights_;
   std::vector<TaskWeights> held_weights_;
   std::vector<float> strengths_;  // [E] the bias strengths
