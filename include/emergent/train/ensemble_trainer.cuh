@@ -381,9 +381,10 @@ class EnsembleTrainer {
   // Each member's task: its loss weights, the weights of its held-out part (the report's
   // predictable_name columns) and its bias pattern and strength, [E, ...] each. With a task whose
   // weights and target are per sequence (Dyck) among them, or members of different lengths or
-  // batches (padded to the most of each: their padding has weight 0), all are per token and per
-  // sequence ([E, B, T], [E, B, T, T]: cuda/cross_entropy.cuh), a fixed task's rows repeated for
-  // each of its own sequences, the others' rewritten for every batch (upload_sequence_weights).
+  // batches (padded to the most of each: their padding has weight 0), the weights are per token
+  // ([E, B, T]: cuda/cross_entropy.cuh), a fixed task's rows repeated for each of its own
+  // sequences, the others' rewritten for every batch (upload_sequence_weights); the patterns are
+  // per sequence ([E, B, T, T]) only if such a task is biased, else one per member in the corner.
   void set_task_weights() {
     const std::size_t B = batch_, T = length_, TT = T * T;
     sequence_tasks_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
