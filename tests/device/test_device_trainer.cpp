@@ -7,7 +7,6 @@
 // host code, the same under CUDA, so this runs in the OpenMP build only (tests/device/cuda_tests.cu
 // leaves it out).
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -18,10 +17,13 @@
 #include <emergent/train/ensemble_trainer.cuh>
 #include <emergent/train/trainer.hpp>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "../run_folder_reading.hpp"
+#include "../temp_dir.hpp"
 
 namespace device_trainer_shapes {
 inline constexpr emergent::Shape kShape{
@@ -38,13 +40,6 @@ using device_trainer_shapes::kDyckShape;
 using device_trainer_shapes::kShape;
 using emergent::TrainConfig;
 namespace fs = std::filesystem;
-
-std::vector<nlohmann::json> metrics_rows(const fs::path& run_dir) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
-  return rows;
-}
 
 // The largest difference between two metrics-row values: numbers, or lists or objects of them
 // (the attention entropy per layer and head, a summary's evaluation); anything else must be
@@ -71,7 +66,8 @@ double json_difference(const nlohmann::json& a, const nlohmann::json& b) {
 // more, changed_on_resume, at step `extended_at` only (-1: nowhere).
 double worst_row_difference(const fs::path& cpu_dir, const fs::path& device_dir,
                             std::int64_t extended_at = -1) {
-  const std::vector<nlohmann::json> cpu = metrics_rows(cpu_dir), device = metrics_rows(device_dir);
+  const std::vector<nlohmann::json> cpu = read_metrics(cpu_dir, false),
+                                    device = read_metrics(device_dir, false);
   REQUIRE(cpu.size() == device.size());
   double worst = 0;
   for (std::size_t i = 0; i < cpu.size(); ++i) {
@@ -89,6 +85,48 @@ double worst_row_difference(const fs::path& cpu_dir, const fs::path& device_dir,
   MESSAGE(device_dir.filename().string()
           << ": " << cpu.size() << " rows, worst difference of a value " << worst);
   return worst;
+}
+
+// The largest difference between the save_attention_at maps of `step` of a CPU run and its device
+// twin (F16 files); -1 when neither has one (having one alone fails).
+double worst_snapshot_difference(const fs::path& cpu_dir, const fs::path& device_dir,
+                                 std::int64_t step) {
+  const fs::path cpu_map = emergent::attention_snapshot_path(cpu_dir, step),
+                 device_map = emergent::attention_snapshot_path(device_dir, step);
+  REQUIRE(fs::exists(cpu_map) == fs::exists(device_map));
+  if (!fs::exists(cpu_map)) return -1;
+  const std::vector<float> a = emergent::SafetensorsFile(cpu_map).read_f32("attention"),
+                           b = emergent::SafetensorsFile(device_map).read_f32("attention");
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  return worst;
+}
+
+fs::path cpu_dir(const fs::path& root, std::size_t e) {
+  return root / ("cpu_" + std::to_string(e));
+}
+fs::path device_dir(const fs::path& root, std::size_t e) {
+  return root / ("device_" + std::to_string(e));
+}
+
+// Trains each config alone on the CPU into cpu_dir(root, e), then all of them as one device
+// ensemble into device_dir(root, e) (`before_ensemble` may write into those first); returns the
+// ensemble's summaries.
+template <emergent::Shape S>
+std::vector<emergent::RunSummary> train_alone_and_together(
+    const std::vector<TrainConfig>& configs, const fs::path& root,
+    const std::function<void()>& before_ensemble = {}) {
+  std::vector<fs::path> device_dirs;
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    device_dirs.push_back(device_dir(root, e));
+    emergent::Trainer<emergent::Model<emergent::DotAttention, S, float>>(configs[e],
+                                                                         cpu_dir(root, e), false)
+        .run();
+  }
+  if (before_ensemble) before_ensemble();
+  return emergent::cuda::EnsembleTrainer<emergent::DotAttention, S>(configs, device_dirs, false)
+      .run();
 }
 
 TrainConfig linear_map(int s, std::uint64_t seed, std::int64_t steps) {
@@ -109,9 +147,8 @@ TrainConfig linear_map(int s, std::uint64_t seed, std::int64_t steps) {
 template <emergent::Shape S>
 void check_mixed_ensemble() {
   using Net = emergent::Model<emergent::DotAttention, S, float>;
-  const fs::path root =
-      fs::temp_directory_path() / ("emergent_mixed_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const TempDir tmp("mixed");
+  const fs::path& root = tmp.path;
   std::vector<TrainConfig> configs = {linear_map(1, 1, 20), linear_map(2, 2, 30),
                                       linear_map(2, 3, 25), linear_map(4, 4, 25)};
   configs[0].lr = 3e-3;
@@ -136,55 +173,39 @@ void check_mixed_ensemble() {
   configs[0].init_take = "all_but_qk";
   configs[1].init_from = emergent::checkpoint_path(source, 10).string();
   configs[1].init_take = "qk";
-  std::vector<fs::path> device_dirs;
-  for (std::size_t e = 0; e < configs.size(); ++e) {
-    device_dirs.push_back(root / ("device_" + std::to_string(e)));
-    emergent::Trainer<Net>(configs[e], root / ("cpu_" + std::to_string(e)), false).run();
-  }
   // Member 2 has trained its first 10 steps on the CPU: it resumes from that checkpoint while the
   // others start at step 0.
-  TrainConfig first_part = configs[2];
-  first_part.steps = 10;
-  emergent::Trainer<Net>(first_part, device_dirs[2], false).run();
-  emergent::cuda::EnsembleTrainer<emergent::DotAttention, S> ensemble(configs, device_dirs, false);
-  const std::vector<emergent::RunSummary> summaries = ensemble.run();
+  const std::vector<emergent::RunSummary> summaries =
+      train_alone_and_together<S>(configs, root, [&] {
+        TrainConfig first_part = configs[2];
+        first_part.steps = 10;
+        emergent::Trainer<Net>(first_part, device_dir(root, 2), false).run();
+      });
   for (std::size_t e = 0; e < configs.size(); ++e) {
     CAPTURE(e);
-    const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
     // the one extra column: member 2's resume extended its steps (10 to 25)
-    CHECK(worst_row_difference(cpu_dir, device_dirs[e], e == 2 ? 10 : -1) < 1e-4);
-    const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir / "summary.json"),
-                         device_summary = emergent::read_json_file(device_dirs[e] / "summary.json");
+    CHECK(worst_row_difference(cpu_dir(root, e), device_dir(root, e), e == 2 ? 10 : -1) < 1e-4);
+    const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir(root, e) / "summary.json"),
+                         device_summary =
+                             emergent::read_json_file(device_dir(root, e) / "summary.json");
     CHECK(device_summary["steps_done"] == cpu_summary["steps_done"]);
     CHECK(summaries[e].steps_done == cpu_summary["steps_done"].get<std::int64_t>());
-    CHECK(fs::exists(emergent::checkpoint_path(device_dirs[e], summaries[e].steps_done)));
+    CHECK(fs::exists(emergent::checkpoint_path(device_dir(root, e), summaries[e].steps_done)));
     CHECK(device_summary["metric"] == cpu_summary["metric"]);
-    for (std::int64_t step : {10, 21}) {
-      const fs::path cpu_map = emergent::attention_snapshot_path(cpu_dir, step),
-                     device_map = emergent::attention_snapshot_path(device_dirs[e], step);
-      REQUIRE(fs::exists(cpu_map) == fs::exists(device_map));
-      if (!fs::exists(cpu_map)) continue;
-      const std::vector<float> a = emergent::SafetensorsFile(cpu_map).read_f32("attention"),
-                               b = emergent::SafetensorsFile(device_map).read_f32("attention");
-      REQUIRE(a.size() == b.size());
-      double map_worst = 0;
-      for (std::size_t i = 0; i < a.size(); ++i)
-        map_worst = std::max(map_worst, double(std::abs(a[i] - b[i])));
-      CHECK(map_worst <= 1e-3);  // F16 files: one rounding step of values below 1
-    }
+    for (std::int64_t step : {10, 21})  // F16 files: one rounding step of values below 1
+      CHECK(worst_snapshot_difference(cpu_dir(root, e), device_dir(root, e), step) <= 1e-3);
   }
-  CHECK(fs::exists(emergent::attention_snapshot_path(device_dirs[1], 21)));
+  CHECK(fs::exists(emergent::attention_snapshot_path(device_dir(root, 1), 21)));
   for (int e : {0, 1}) {
-    const nlohmann::json first = metrics_rows(device_dirs[e]).front();
+    const nlohmann::json first = read_metrics(device_dir(root, e), false).front();
     REQUIRE(first.contains("init_source"));
     CHECK(first["init_source"]["step"] == 10);
     CHECK(!first["init_source"]["taken"].empty());
   }
-  CHECK(emergent::read_json_file(device_dirs[0] / "summary.json")["metric"] == "eval_x1_loss");
+  CHECK(emergent::read_json_file(device_dir(root, 0) / "summary.json")["metric"] == "eval_x1_loss");
   CHECK(summaries[3].steps_done == 11);  // the early stop fired
   CHECK(summaries[0].steps_done == 20);
   CHECK(summaries[1].steps_done == 30);
-  fs::remove_all(root);
 }
 
 TEST_CASE("mixed device ensemble: each member's run folder is the CPU's run of it alone") {
@@ -195,10 +216,8 @@ TEST_CASE("mixed device ensemble: each member's run folder is the CPU's run of i
 // 11 and 9 positions, 15, 10 and 12 sequences of 120 tokens), padded to the longest and the most:
 // each member's rows, analysis, snapshots and held-out columns are those of its CPU run.
 TEST_CASE("mixed device ensemble of different lengths: padded, each member as the CPU's") {
-  using Net = emergent::Model<emergent::DotAttention, kShape, float>;
-  const fs::path root =
-      fs::temp_directory_path() / ("emergent_padded_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const TempDir tmp("padded");
+  const fs::path& root = tmp.path;
   std::vector<TrainConfig> configs = {linear_map(2, 1, 20), linear_map(2, 2, 20),
                                       linear_map(1, 3, 15)};
   configs[0].task_params["S"] = 4;  // the short member: biased, analysed, evaluated, snapshot
@@ -212,47 +231,33 @@ TEST_CASE("mixed device ensemble of different lengths: padded, each member as th
   REQUIRE(emergent::sequences_per_step(configs[0]) == 15);
   REQUIRE(emergent::sequences_per_step(configs[1]) == 10);
   REQUIRE(emergent::sequences_per_step(configs[2]) == 12);
-  std::vector<fs::path> device_dirs;
-  for (std::size_t e = 0; e < configs.size(); ++e) {
-    device_dirs.push_back(root / ("device_" + std::to_string(e)));
-    emergent::Trainer<Net>(configs[e], root / ("cpu_" + std::to_string(e)), false).run();
-  }
-  emergent::cuda::EnsembleTrainer<emergent::DotAttention, kShape> ensemble(configs, device_dirs,
-                                                                           false);
-  const std::vector<emergent::RunSummary> summaries = ensemble.run();
+  const std::vector<emergent::RunSummary> summaries =
+      train_alone_and_together<kShape>(configs, root);
   for (std::size_t e = 0; e < configs.size(); ++e) {
     CAPTURE(e);
-    const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
-    CHECK(worst_row_difference(cpu_dir, device_dirs[e]) < 1e-4);
+    CHECK(worst_row_difference(cpu_dir(root, e), device_dir(root, e)) < 1e-4);
     CHECK(summaries[e].steps_done == configs[e].steps);
     // the summary's evaluation (on the host, at the member's own batch) is the CPU run's
-    const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir / "summary.json"),
-                         device_summary = emergent::read_json_file(device_dirs[e] / "summary.json");
+    const nlohmann::json cpu_summary = emergent::read_json_file(cpu_dir(root, e) / "summary.json"),
+                         device_summary =
+                             emergent::read_json_file(device_dir(root, e) / "summary.json");
     for (const char* key : {"final_loss", "final_metric", "eval"}) {
       CAPTURE(key);
       REQUIRE(cpu_summary.contains(key));
       CHECK(json_difference(cpu_summary[key], device_summary[key]) < 1e-4);
     }
   }
-  CHECK(metrics_rows(device_dirs[0]).back().contains("attention_iou"));
-  const std::vector<float> a = emergent::SafetensorsFile(
-                                   emergent::attention_snapshot_path(root / "cpu_0", 10))
-                                   .read_f32("attention"),
-                           b = emergent::SafetensorsFile(
-                                   emergent::attention_snapshot_path(device_dirs[0], 10))
-                                   .read_f32("attention");
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-3);
-  fs::remove_all(root);
+  CHECK(read_metrics(device_dir(root, 0), false).back().contains("attention_iou"));
+  REQUIRE(fs::exists(emergent::attention_snapshot_path(cpu_dir(root, 0), 10)));
+  CHECK(worst_snapshot_difference(cpu_dir(root, 0), device_dir(root, 0), 10) <= 1e-3);
 }
 
 // A task whose weights and target move with the sequence (Dyck) on the device: its loss weights,
 // held-out part and bias patterns per sequence, its analysis sequence by sequence, beside a task
 // with fixed ones (the automaton, biased too) in one ensemble.
 TEST_CASE("mixed device ensemble with Dyck: weights, bias and analysis per sequence as the CPU's") {
-  using Net = emergent::Model<emergent::DotAttention, kDyckShape, float>;
-  const fs::path root = fs::temp_directory_path() / ("emergent_dyck_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const TempDir tmp("dyck");
+  const fs::path& root = tmp.path;
   auto config = [](std::uint64_t seed) {
     TrainConfig c;
     c.task = "dyck";
@@ -281,24 +286,16 @@ TEST_CASE("mixed device ensemble with Dyck: weights, bias and analysis per seque
   configs[2].bias = 1;
   configs[2].eval_every = 5;
   REQUIRE(emergent::make_task(configs[2]).task->length() == kDyckShape.max_len);
-  std::vector<fs::path> device_dirs;
-  for (std::size_t e = 0; e < configs.size(); ++e) {
-    device_dirs.push_back(root / ("device_" + std::to_string(e)));
-    emergent::Trainer<Net>(configs[e], root / ("cpu_" + std::to_string(e)), false).run();
-  }
-  emergent::cuda::EnsembleTrainer<emergent::DotAttention, kDyckShape> ensemble(configs, device_dirs,
-                                                                               false);
-  const std::vector<emergent::RunSummary> summaries = ensemble.run();
+  const std::vector<emergent::RunSummary> summaries =
+      train_alone_and_together<kDyckShape>(configs, root);
   for (std::size_t e = 0; e < configs.size(); ++e) {
     CAPTURE(e);
-    const fs::path cpu_dir = root / ("cpu_" + std::to_string(e));
-    CHECK(worst_row_difference(cpu_dir, device_dirs[e]) < 1e-4);
-    const std::vector<nlohmann::json> rows = metrics_rows(device_dirs[e]);
+    CHECK(worst_row_difference(cpu_dir(root, e), device_dir(root, e)) < 1e-4);
+    const std::vector<nlohmann::json> rows = read_metrics(device_dir(root, e), false);
     CHECK(rows.back().contains("attention_iou"));  // the analysis is there (and matched above)
     CHECK(rows[2].contains(e < 2 ? "eval_closing_loss" : "eval_next_state_loss"));  // step 10
     CHECK(summaries[e].steps_done == 20);
   }
-  fs::remove_all(root);
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ class PaddedMember {
   void add(const TrainConfig& c) {
     const int n = sequence_tokens(c);
     if (n > tokens_) tokens_ = n, longest_ = c;
-    sequences_ = std::max(sequences_, std::max(1, c.batch_tokens / n));  // sequences_per_step
+    sequences_ = std::max(sequences_, sequences_per_step(c));
   }
   TrainConfig config() const {
     require(tokens_ > 0, "ensemble", "needs a member");

@@ -23,10 +23,10 @@
 // is a linear map; otherwise each member's on the host by its task, from the same Philox streams,
 // and copied. A task whose learnable positions and target move with the sequence (Dyck: the
 // closers and their openers, tasks/task.hpp) has its loss weights, held-out part and bias
-// patterns made on the host for each batch and copied with it (then every member's are per token
-// and per sequence: set_task_weights), and its analysis reads each sequence's attention against
-// that sequence's target, as the CPU's does (the maps of every sequence copied back at the
-// analysis steps).
+// patterns made on the host for each batch and copied with it (then every member's weights are
+// per token: set_task_weights), and its analysis reads each sequence's attention against that
+// sequence's target, as the CPU's does (the maps of every sequence copied back at the steps that
+// analyse such a member).
 #pragma once
 
 #include <algorithm>
@@ -421,7 +421,7 @@ class EnsembleTrainer {
       std::vector<float> patterns(sequence_patterns_ ? B * TT : TT, 0.0f);
       if (!pattern.empty())
         for (std::size_t b = 0; b < (sequence_patterns_ ? rows : 1); ++b)
-          place(pattern, 1, m.length, m.length, patterns, b * TT, T);
+          place<float>(pattern, 1, m.length, m.length, patterns, b * TT, T);
       append(weights_.patterns, patterns);
     }
     if (per_token_) step_.model.set_weights_per_token();
@@ -438,8 +438,9 @@ class EnsembleTrainer {
   // Copies `count` blocks of `rows` x `width` values (one after another in `from`) into `to` from
   // `at` on, block i at at + i * stride^2 (`stride` = the ensemble's length), row r at + r *
   // stride: a member's tokens, weights or [T_e, T_e] patterns into the ensemble's padded layout.
-  static void place(std::span<const float> from, std::size_t count, std::size_t rows,
-                    std::size_t width, std::span<float> to, std::size_t at, std::size_t stride) {
+  template <class Value>
+  static void place(std::span<const Value> from, std::size_t count, std::size_t rows,
+                    std::size_t width, std::span<Value> to, std::size_t at, std::size_t stride) {
     for (std::size_t i = 0; i < count; ++i)
       for (std::size_t r = 0; r < rows; ++r)
         std::copy_n(from.begin() + (i * rows + r) * width, width,
@@ -459,10 +460,8 @@ class EnsembleTrainer {
     }
     std::vector<std::int32_t> in(own), out(own);
     m.setup.task->sample(m.config.seed, data_step, m.batch, in, out);
-    for (int b = 0; b < m.batch; ++b) {
-      std::copy_n(in.begin() + b * m.length, m.length, inputs.begin() + e * one + b * length_);
-      std::copy_n(out.begin() + b * m.length, m.length, targets.begin() + e * one + b * length_);
-    }
+    place<std::int32_t>(in, 1, m.batch, m.length, inputs, e * one, length_);
+    place<std::int32_t>(out, 1, m.batch, m.length, targets, e * one, length_);
   }
   // Member e's own sequences of a batch [E, B, T], without the padding: [B_e, T_e].
   std::vector<std::int32_t> own_tokens(int e, std::span<const std::int32_t> tokens) const {
@@ -491,14 +490,15 @@ class EnsembleTrainer {
                                       out = own_tokens(int(e), targets);
       std::vector<float> full(in.size()), part(in.size());
       task.sequence_weights(in, out, m.batch, full, part);
-      place(full, 1, m.batch, m.length, into.full, e * one, T);  // rows of T: one block of B x T
-      place(part, 1, m.batch, m.length, into.predictable, e * one, T);
+      place<float>(full, 1, m.batch, m.length, into.full, e * one,
+                   T);  // rows of T: one block of B x T
+      place<float>(part, 1, m.batch, m.length, into.predictable, e * one, T);
       const bool analysis = running && analysed(m, steps[e]);
       if (m.config.bias == 0 && !analysis) continue;
       std::vector<float> target(in.size() * m.length);
       task.sequence_attention_targets(in, out, m.batch, target);
       if (m.config.bias != 0)
-        place(target, m.batch, m.length, m.length, into.patterns, e * one * T, T);
+        place<float>(target, m.batch, m.length, m.length, into.patterns, e * one * T, T);
       if (running) targets_[e] = std::move(target);
     }
     upload(into);
