@@ -46,8 +46,11 @@ using device_checks::to_device;
 constexpr int kMixerMembers = 3;
 constexpr double kMixerTolerance = 2e-5;  // relative, float against the double reference
 
-template <template <Shape, class> class MixerT, class Reference>
-void check_twin(const Reference& reference, int batch, int length) {
+// adjust(member's parameters) may set some of them before the check (the default leaves them).
+template <template <Shape, class> class MixerT, class Reference,
+          class Adjust = void (*)(std::span<float>)>
+void check_twin(
+    const Reference& reference, int batch, int length, Adjust adjust = [](std::span<float>) {}) {
   using Cpu = MixerT<kMixerShape, float>;
   using Twin = typename cuda::device_twin<Cpu>::type;
   static_assert(cuda::DeviceMixer<Twin>);
@@ -60,6 +63,7 @@ void check_twin(const Reference& reference, int batch, int length) {
   for (int e = 0; e < kMixerMembers; ++e) {
     const std::vector<double> p = mixer_suite::mixer_parameters<MixerT, kMixerShape>(30 + e, 0.1);
     std::copy(p.begin(), p.end(), params.begin() + e * stride);
+    adjust(std::span<float>(params).subspan(e * stride, Cpu::layout.total));
   }
   const std::vector<float> x = random_floats(n, 1), dy = random_floats(n, 2),
                            residual = random_floats(n, 3), g0 = random_floats(params.size(), 4);
@@ -135,6 +139,13 @@ TEST_CASE("device twin of RWKV's channel mixing: y, dx and every gradient agains
 TEST_CASE("device twin of GatedDeltaNet: y, dx and every gradient against the reference") {
   const emergent::reference::GatedDeltaNetReference reference{kMixerShape.heads};
   check_twin_sizes<emergent::GatedDeltaNet>(reference);
+  // With the suite's parameters a head's decay is about 0.5 a token, so the state a chunk of 16
+  // hands to the next is below rounding; with A_log = -5 it is about 0.99 a token, and the state
+  // carried across three chunks counts in y and every gradient.
+  using Cpu = emergent::GatedDeltaNet<kMixerShape, float>;
+  check_twin<emergent::GatedDeltaNet>(reference, 2, 40, [](std::span<float> p) {
+    std::fill_n(p.begin() + Cpu::a_log, kMixerShape.heads, -5.0f);
+  });
 }
 
 }  // namespace

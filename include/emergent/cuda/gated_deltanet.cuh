@@ -2,20 +2,31 @@
 // comment has the equations and the backward), with the same parameters in the same layout, as
 // the CPU's GatedDeltaNet (the chunked form) lays them out; a member's slice is its checkpoint.
 //
-// The form of the recurrence is the RECURRENT one (gated_deltanet_recurrent.hpp), token by token;
-// the chunked form (UT transform) is a later speed step. Its parallelism: the state h [Dh(k) x
-// Dh(v)] of a head splits into Dh value columns whose forward recurrences are independent
-// (u_j = v_j - alpha h[:, j] . k, h[:, j] = alpha h[:, j] + beta k u_j, o_j = h[:, j] . q), so the
-// scan is one index per (member, sequence, head, value column j), walking the tokens in order
-// with its Dh floats of state in registers, and writing the state of every token h_t,
-// [tokens, H, Dh, Dh] (D Dh floats a token: 2,048 at D = 128, H = 8; the memory estimate counts
-// them; the CPU keeps one state per chunk of 16 tokens and recomputes the rest).
+// The recurrence runs in the CPU's training forms: the forward is the CHUNKED one
+// (gated_deltanet_chunked.hpp: chunks of Cpu::kChunk = 16 tokens through the UT transform), the
+// backward the recurrent form's sequential BPTT over states recomputed chunk by chunk from the
+// states the forward keeps at each chunk's start, as the CPU's. Each sum is taken in the order the
+// CPU takes it (combine_rows' four accumulators: detail::gdn_sum4), so the twin follows the CPU's
+// runs to float rounding. Their parallelism: the state h [Dh(k) x Dh(v)] of a head splits into Dh
+// value columns whose recurrences are independent given the chunk's coefficient matrices
+// (u_j = v_j - alpha h[:, j] . k, h[:, j] = alpha h[:, j] + beta k u_j, o_j = h[:, j] . q; in the
+// chunked form, column j of V_new, O and the next chunk state read column j of h0 only). So:
+//   - the chunk terms (decay Gamma, L = beta K K^T Gamma, the scores Q K^T Gamma, [C, C] each),
+//   which
+//     no state enters, one index per (sequence, head, chunk, row);
+//   - the chunked scan, one index per (member, sequence, head, value column j), walking the chunks
+//     in order with its Dh floats of state in registers, writing O and each chunk's incoming state
+//     (D Dh / C floats a token: 128 at D = 128, H = 8, C = 16, as the CPU keeps);
+//   - in the backward, the states of every token recomputed from the chunk states (one index per
+//     (sequence, head, chunk, column), the recurrent form's step) into scratch shared by the layers
+//     ([tokens, H, Dh, Dh], D Dh floats a token, once, not per layer).
 // Kept besides, per token: the projections (4 D + 2 H), g and beta (2 H), q^, k^, v (3 D), o and
-// the gated heads (2 D): D Dh + 9 D + 4 H floats a token in all, 3,232 at D = 128, H = 8 (the
-// CPU keeps 1,312); the backward's scratch, one set shared by the layers, is 12 D + 3 H more.
-// The backward (the recurrent form's sequential BPTT) runs per column as well, its adjoint dh[:, j]
-// in registers: the sums over columns are separate fixed-order passes: dq_t = h_t do_t reads the
-// states before the backward scan; the scan then replaces h_t by the column terms of dk_t
+// the gated heads (2 D): D Dh / C + 9 D + 4 H floats a token and layer in all, 1,312 at D = 128,
+// H = 8, the CPU's count; the scratch, one set shared by the layers, is D Dh + 12 D + 3 H more a
+// token, and the chunk terms 3 C H (train/memory_estimate.hpp counts them).
+// The backward runs per column as well, its adjoint dh[:, j] in registers: the sums over columns
+// are separate fixed-order passes: dq_t = h_t do_t reads the recomputed states before the backward
+// scan; the scan then replaces h_t by the column terms of dk_t
 // (beta dh[:, j] u_j - alpha h_{t-1}[:, j] du_j) once it no longer needs it (h_{t-1}, which step t
 // reads, is replaced only at step t - 1), and writes the column terms of dbeta_t (u_j k . dh[:, j])
 // and dg_t (alpha <dh~[:, j], h_{t-1}[:, j]>), which the next passes sum over j.
@@ -61,6 +72,23 @@ EMERGENT_HD inline void gdn_conv_head(const float* proj, std::int64_t W, const f
     pre[c] = acc;
   }
 }
+// sum_{s < count} term(s) in GatedDeltaRecurrent::combine_rows' order: four accumulators, term s
+// into accumulator s mod 4, then (a0 + a1) + (a2 + a3).
+template <class Term>
+EMERGENT_HD inline float gdn_sum4(int count, const Term& term) {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  int s = 0;
+  for (; s + 4 <= count; s += 4) {
+    a0 += term(s);
+    a1 += term(s + 1);
+    a2 += term(s + 2);
+    a3 += term(s + 3);
+  }
+  if (s < count) a0 += term(s);
+  if (s + 1 < count) a1 += term(s + 1);
+  if (s + 2 < count) a2 += term(s + 2);
+  return (a0 + a1) + (a2 + a3);
+}
 // The conv weights of q, k or v.
 EMERGENT_HD inline const float* gdn_conv_weights(int which, const float* q, const float* k,
                                                  const float* v) {
@@ -81,6 +109,7 @@ struct GatedDeltaNetMixer {
   // Columns of the projection buffer: q | k | v | output gate | a | b.
   static constexpr int kQ = 0, kK = D, kV = 2 * D, kG = 3 * D, kA = 4 * D, kB = 4 * D + H,
                        W = 4 * D + 2 * H;
+  static constexpr int kChunk = Cpu::kChunk;  // C
   static constexpr float kL2Eps = float(Cpu::kL2Eps), kNormEps = float(Cpu::kNormEps),
                          kMinLogDecay = float(Cpu::kMinLogDecay);
   static constexpr std::array<detail::GdnProjection, 6> projections{{{Cpu::q_weight, kQ, D},
@@ -98,14 +127,14 @@ struct GatedDeltaNetMixer {
       qkv.resize(tokens * 3 * D);
       o.resize(tokens * D);
       heads.resize(tokens * D);
-      states.resize(tokens * D * Dh);
+      chunk_states.resize(std::size_t(at.members) * at.batch * Cpu::chunks(at.length) * D * Dh);
     }
-    DeviceVector<float> proj;    // [tokens, 4D + 2H] x W^T: q | k | v (conv inputs) | gate | a | b
-    DeviceVector<float> gates;   // [tokens, 2H] g (log decay, clamped) | beta
-    DeviceVector<float> qkv;     // [tokens, 3D] q^ (l2-normalised / sqrt(Dh)) | k^ | v
-    DeviceVector<float> o;       // [tokens, D] the recurrence's output, head by head
-    DeviceVector<float> heads;   // [tokens, D] normed, gated heads: o_proj's input
-    DeviceVector<float> states;  // [tokens, H, Dh, Dh] h_t (the backward overwrites it)
+    DeviceVector<float> proj;   // [tokens, 4D + 2H] x W^T: q | k | v (conv inputs) | gate | a | b
+    DeviceVector<float> gates;  // [tokens, 2H] g (log decay, clamped) | beta
+    DeviceVector<float> qkv;    // [tokens, 3D] q^ (l2-normalised / sqrt(Dh)) | k^ | v
+    DeviceVector<float> o;      // [tokens, D] the recurrence's output, head by head
+    DeviceVector<float> heads;  // [tokens, D] normed, gated heads: o_proj's input
+    DeviceVector<float> chunk_states;  // [sequences, H, chunks, Dh, Dh] h entering each chunk
   };
   struct Scratch {
     explicit Scratch(const MixerGeometry& at) {
@@ -115,6 +144,9 @@ struct GatedDeltaNetMixer {
       d_qkv.resize(tokens * 3 * D);
       d_proj.resize(tokens * W);
       d_g.resize(tokens * H);
+      states.resize(tokens * D * Dh);
+      chunk_terms.resize(std::size_t(at.members) * at.batch * H * Cpu::chunks(at.length) * 3 *
+                         kChunk * kChunk);
     }
     DeviceVector<float> d_heads;      // [tokens, D] dL/d heads
     DeviceVector<float> d_o;          // [tokens, D] dL/do
@@ -124,10 +156,12 @@ struct GatedDeltaNetMixer {
     DeviceVector<float> decay_terms;  // [tokens, H, Dh] column terms of dL/dg
     DeviceVector<float> d_g;          // [tokens, H] dL/dg
     DeviceVector<float> d_proj;       // [tokens, 4D + 2H] dL/d projections
+    DeviceVector<float> states;       // [tokens, H, Dh, Dh] h_t, recomputed; then dk's terms
+    DeviceVector<float> chunk_terms;  // [sequences, H, chunks, 3, C, C] Gamma | L | scores
   };
 
   static void forward(const float* p, const float* x, float* out, const float* residual,
-                      Activations& a, Scratch& /*scratch*/, const MixerGeometry& at,
+                      Activations& a, Scratch& s, const MixerGeometry& at,
                       AttentionBias /*bias: config.hpp refuses one for this mixer*/) {
     const int T = at.length, B = at.batch;
     const std::int64_t stride = at.param_stride, rows = std::int64_t(B) * T, tokens = at.tokens();
@@ -175,33 +209,85 @@ struct GatedDeltaNetMixer {
         for (int c = 0; c < Dh; ++c) qkv[token * 3 * D + col + c] = act[c] * r;
       });
     }
+    const int chunks = Cpu::chunks(T);
+    const std::int64_t sequences = std::int64_t(at.members) * B;
     {
-      OpScope scope("gated_deltanet.scan.forward");  // one index per (sequence, head, column j)
+      // Row r of each chunk's [C, C] terms (gated_deltanet_chunked.hpp), s <= r: the decay
+      // Gamma_rs = exp(g_{s+1} + ... + g_r), summed in that order; L_rs = beta_r (k_r . k_s)
+      // Gamma_rs; scores_rs = (q_r . k_s) Gamma_rs.
+      OpScope scope("gated_deltanet.chunk_terms");
       const float *qkv = raw(a.qkv), *gates = raw(a.gates);
-      float *o = raw(a.o), *states = raw(a.states);
-      for_each_index(std::int64_t(at.members) * B * H * Dh, [=] EMERGENT_HD(std::int64_t i) {
+      float* terms = raw(s.chunk_terms);
+      for_each_index(sequences * H * chunks * kChunk, [=] EMERGENT_HD(std::int64_t i) {
+        const int r = int(i % kChunk), c = int(i / kChunk % chunks),
+                  h = int(i / kChunk / chunks % H);
+        const std::int64_t sequence = i / (std::int64_t(kChunk) * chunks * H);
+        const int c0 = c * kChunk;
+        if (c0 + r >= T) return;
+        const std::int64_t first = sequence * T + c0;  // the chunk's first token
+        float* decay = terms + (i / kChunk) * 3 * kChunk * kChunk + r * kChunk;
+        float *lower = decay + kChunk * kChunk, *scores = lower + kChunk * kChunk;
+        const float* qr = qkv + (first + r) * 3 * D + h * Dh;
+        const float* kr = qr + D;
+        const float beta = gates[(first + r) * 2 * H + H + h];
+        for (int col = 0; col <= r; ++col) {
+          float log_decay = 0.0f;
+          for (int u = col + 1; u <= r; ++u) log_decay += gates[(first + u) * 2 * H + h];
+          decay[col] = expf(log_decay);
+          const float* ks = qkv + (first + col) * 3 * D + D + h * Dh;
+          float kk = 0.0f, qk = 0.0f;
+          for (int e = 0; e < Dh; ++e) {
+            kk += kr[e] * ks[e];
+            qk += qr[e] * ks[e];
+          }
+          lower[col] = beta * kk * decay[col];
+          scores[col] = qk * decay[col];
+        }
+      });
+    }
+    {
+      // The chunked scan, one index per (sequence, head, value column j), chunk after chunk:
+      //   V_new = (I + L)^{-1} (diag(beta) V - diag(beta gamma) K h0) by forward substitution,
+      //   O = diag(gamma) Q h0 + (scores (.) [s <= r]) V_new,  h_C = gamma_C h0 + (Gamma_C. K)^T
+      //   V_new
+      OpScope scope("gated_deltanet.scan.forward");
+      const float *qkv = raw(a.qkv), *gates = raw(a.gates), *terms = raw(s.chunk_terms);
+      float *o = raw(a.o), *chunk_states = raw(a.chunk_states);
+      for_each_index(sequences * H * Dh, [=] EMERGENT_HD(std::int64_t i) {
         const std::int64_t sequence = i / (H * Dh);
         const int h = int(i / Dh % H), j = int(i % Dh);
-        float state[Dh];
+        float state[Dh], v_new[kChunk];
         for (int r = 0; r < Dh; ++r) state[r] = 0.0f;
-        for (int t = 0; t < T; ++t) {
-          const std::int64_t token = sequence * T + t;
-          const float alpha = expf(gates[token * 2 * H + h]), beta = gates[token * 2 * H + H + h];
-          const float *q = qkv + token * 3 * D + h * Dh, *k = q + D;
-          float recalled = 0.0f;
-          for (int r = 0; r < Dh; ++r) {
-            state[r] *= alpha;
-            recalled += state[r] * k[r];
+        for (int c = 0; c < chunks; ++c) {
+          const int c0 = c * kChunk, n = T - c0 < kChunk ? T - c0 : kChunk;
+          const std::int64_t first = sequence * T + c0, at_chunk = (sequence * H + h) * chunks + c;
+          float* kept = chunk_states + at_chunk * Dh * Dh + j;
+          for (int r = 0; r < Dh; ++r) kept[r * Dh] = state[r];
+          const float* decay = terms + at_chunk * 3 * kChunk * kChunk;
+          const float *lower = decay + kChunk * kChunk, *scores = lower + kChunk * kChunk;
+          const auto q_of = [=](int r) { return qkv + (first + r) * 3 * D + h * Dh; };
+          float G = 0.0f;
+          for (int r = 0; r < n; ++r) {
+            G += gates[(first + r) * 2 * H + h];
+            const float gamma = expf(G), beta = gates[(first + r) * 2 * H + H + h];
+            const float *q = q_of(r), *k = q + D;
+            v_new[r] = beta * (q[2 * D + j] - gamma * detail::gdn_sum4(Dh, [&](int e) {
+                                                return k[e] * state[e];
+                                              }));
+            o[(first + r) * D + h * Dh + j] =
+                gamma * detail::gdn_sum4(Dh, [&](int e) { return q[e] * state[e]; });
           }
-          const float u = q[2 * D + j] - recalled;
-          float out = 0.0f;
-          float* kept = states + (token * H + h) * Dh * Dh + j;
-          for (int r = 0; r < Dh; ++r) {
-            state[r] += beta * k[r] * u;
-            out += q[r] * state[r];
-            kept[r * Dh] = state[r];
+          for (int r = 0; r < n; ++r) {
+            const float *lr = lower + r * kChunk, *sr = scores + r * kChunk;
+            v_new[r] -= detail::gdn_sum4(r, [&](int u) { return lr[u] * v_new[u]; });
+            o[(first + r) * D + h * Dh + j] +=
+                detail::gdn_sum4(r + 1, [&](int u) { return sr[u] * v_new[u]; });
           }
-          o[token * D + h * Dh + j] = out;
+          const float *last = decay + (n - 1) * kChunk, gamma_last = expf(G);
+          for (int e = 0; e < Dh; ++e)
+            state[e] = gamma_last * state[e] + detail::gdn_sum4(n, [&](int u) {
+                         return (last[u] * q_of(u)[D + e]) * v_new[u];
+                       });
         }
       });
     }
@@ -277,7 +363,37 @@ struct GatedDeltaNetMixer {
                          });
     }
     const float *qkv = raw(a.qkv), *gates = raw(a.gates), *d_o = raw(s.d_o);
-    float *states = raw(a.states), *d_qkv = raw(s.d_qkv);
+    float *states = raw(s.states), *d_qkv = raw(s.d_qkv);
+    const int chunks = Cpu::chunks(T);
+    const float* chunk_states = raw(a.chunk_states);
+    {
+      // h_t of every token from the state entering its chunk, by the recurrent form's step
+      // (GatedDeltaRecurrent::step, as the CPU's backward recomputes them): one index per
+      // (sequence, head, chunk, value column j).
+      OpScope scope("gated_deltanet.scan.states");
+      for_each_index(
+          std::int64_t(at.members) * B * H * chunks * Dh, [=] EMERGENT_HD(std::int64_t i) {
+            const int j = int(i % Dh), c = int(i / Dh % chunks), h = int(i / Dh / chunks % H);
+            const std::int64_t sequence = i / (std::int64_t(Dh) * chunks * H);
+            const float* entering = chunk_states + (i / Dh) * Dh * Dh + j;
+            float state[Dh];
+            for (int r = 0; r < Dh; ++r) state[r] = entering[r * Dh];
+            for (int t = c * kChunk; t < T && t < (c + 1) * kChunk; ++t) {
+              const std::int64_t token = sequence * T + t;
+              const float alpha = expf(gates[token * 2 * H + h]),
+                          beta = gates[token * 2 * H + H + h];
+              const float* k = qkv + token * 3 * D + D + h * Dh;
+              const float v = k[D + j];
+              for (int r = 0; r < Dh; ++r) state[r] *= alpha;
+              const float u = v - detail::gdn_sum4(Dh, [&](int r) { return k[r] * state[r]; });
+              float* kept = states + (token * H + h) * Dh * Dh + j;
+              for (int r = 0; r < Dh; ++r) {
+                state[r] += (beta * k[r]) * u;
+                kept[r * Dh] = state[r];
+              }
+            }
+          });
+    }
     {
       OpScope scope("gated_deltanet.scan.d_q");  // dq_t = h_t do_t, before the scan replaces h_t
       for_each_index(tokens * D, [=] EMERGENT_HD(std::int64_t i) {
@@ -302,19 +418,19 @@ struct GatedDeltaNetMixer {
           const float alpha = expf(gates[token * 2 * H + h]), beta = gates[token * 2 * H + H + h];
           const float *q = qkv + token * 3 * D + h * Dh, *k = q + D;
           float* here = states + (token * H + h) * Dh * Dh + j;  // h_t[:, j], then dk's terms
-          const float* before = t > 0 ? here - std::int64_t(H) * Dh * Dh : nullptr;  // h_{t-1}
+          // h_{t-1}: at a chunk's start the state the forward kept (as the CPU's backward reads it)
+          const float* before =
+              t % kChunk == 0
+                  ? chunk_states + ((sequence * H + h) * chunks + t / kChunk) * Dh * Dh + j
+                  : here - std::int64_t(H) * Dh * Dh;
           float previous[Dh];
-          float recalled = 0.0f;  // u_j = v_j - (alpha h_{t-1}[:, j]) . k, as the forward
-          for (int r = 0; r < Dh; ++r) {
-            previous[r] = before ? before[r * Dh] : 0.0f;
-            recalled += (previous[r] * alpha) * k[r];
-          }
-          const float u = q[2 * D + j] - recalled, d_out = d_o[token * D + h * Dh + j];
-          float k_dh = 0.0f;  // k . dh[:, j]
-          for (int r = 0; r < Dh; ++r) {
-            dh[r] += q[r] * d_out;
-            k_dh += k[r] * dh[r];
-          }
+          for (int r = 0; r < Dh; ++r) previous[r] = before[r * Dh];
+          // u_j = v_j - (alpha h_{t-1}[:, j]) . k, as the states were recomputed
+          const float u = q[2 * D + j] -
+                          detail::gdn_sum4(Dh, [&](int r) { return k[r] * (previous[r] * alpha); }),
+                      d_out = d_o[token * D + h * Dh + j];
+          for (int r = 0; r < Dh; ++r) dh[r] += q[r] * d_out;
+          const float k_dh = detail::gdn_sum4(Dh, [&](int r) { return k[r] * dh[r]; });  // k . dh
           const float du = beta * k_dh;
           d_qkv[token * 3 * D + 2 * D + h * Dh + j] = du;  // dv_t = du
           beta_terms[token * D + h * Dh + j] = k_dh * u;
