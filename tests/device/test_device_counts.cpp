@@ -6,9 +6,11 @@
 // And the graph gives the same bits as the direct launches (a real comparison under CUDA).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/step.cuh>
+#include <emergent/tasks/cellular_automaton.hpp>
 #include <emergent/tasks/linear_map.hpp>
 #include <span>
 #include <string>
@@ -56,7 +58,7 @@ Trained<S> train_and_count(bool graph, int steps) {
   const emergent::LinearMap task(6, 2, 0);
   const int E = 2, B = 4, T = task.length();
   const std::vector<std::uint64_t> seeds = {5, 6};
-  Step step(E, B, T, {}, ranges<S>(), {&task}, seeds);
+  Step step(E, B, T, {}, ranges<S>(), cuda::DeviceLinearMap(task), seeds);
   step.set_graph(graph);
   std::vector<float> init(Step::P * E);
   for (int e = 0; e < E; ++e)
@@ -97,6 +99,40 @@ TEST_CASE("device step: no host synchronisation, no upload and a bounded number 
   train_and_count<device_counts_shapes::kThreeLayers>(true, 4);
 }
 
+TEST_CASE("device step: the automaton's batches are made on the device, nothing uploaded") {
+  constexpr emergent::Shape shape = device_counts_shapes::kOneLayer;
+  using Step = cuda::EnsembleStep<emergent::DotAttention, shape>;
+  const emergent::CellularAutomaton a(3, 5, 2, 3, 1, 4, 0), b(3, 5, 2, 1, 2, 8, 1);
+  const std::vector<std::uint64_t> seeds = {1, 2};
+  const int B = 4;
+  Step step(2, B, a.length(), {}, ranges<shape>(), cuda::DeviceCellularAutomaton({&a, &b}, B),
+            seeds);
+  REQUIRE(step.samples_on_device());
+  std::vector<float> init(Step::P * 2);
+  for (int e = 0; e < 2; ++e)
+    Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
+  step.model.params = to_device(init);
+  step.model.loss_weights = to_device(for_each_member(a.full_loss_weights(), 2));
+  for (int s = 0; s < 4; ++s) {
+    const cuda::DeviceCounts before = cuda::device_counts();
+    step.run(s, 1e-3);
+    const cuda::DeviceCounts after = cuda::device_counts();
+    if (s > 1) {
+      CAPTURE(s);
+      CHECK(after.syncs == before.syncs);
+      CHECK(after.uploads == before.uploads);
+    }
+  }
+  // the batch of the last step is the CPU sampler's, member by member
+  const std::vector<std::int32_t> inputs = cuda::copy_to_host(step.model.inputs);
+  const int T = a.length();
+  for (int e = 0; e < 2; ++e) {
+    std::vector<std::int32_t> in(B * T), out(B * T);
+    (e == 0 ? a : b).sample(seeds[e], 3, B, in, out);
+    CHECK(std::equal(in.begin(), in.end(), inputs.begin() + e * B * T));
+  }
+}
+
 TEST_CASE("device step: the graph replays the direct launches bit for bit") {
   const auto direct = train_and_count<device_counts_shapes::kOneLayer>(false, 6);
   const auto graph = train_and_count<device_counts_shapes::kOneLayer>(true, 6);
@@ -109,7 +145,7 @@ TEST_CASE("device step: a non-finite loss is recorded at its step and reported")
   using Step = cuda::EnsembleStep<emergent::DotAttention, shape>;
   const emergent::LinearMap task(6, 2, 0);
   const std::vector<std::uint64_t> seeds = {1, 2};
-  Step step(2, 4, task.length(), {}, ranges<shape>(), {&task}, seeds);
+  Step step(2, 4, task.length(), {}, ranges<shape>(), cuda::DeviceLinearMap(task), seeds);
   std::vector<float> init(Step::P * 2);
   for (int e = 0; e < 2; ++e)
     Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);

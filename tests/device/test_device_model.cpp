@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <emergent/cuda/adamw.cuh>
+#include <emergent/cuda/cellular_automaton.cuh>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/linear_map.cuh>
@@ -24,6 +25,7 @@
 #include <emergent/mixers/rwkv.hpp>
 #include <emergent/mixers/rwkv_channel_mix.hpp>
 #include <emergent/optim/adamw.hpp>
+#include <emergent/tasks/cellular_automaton.hpp>
 #include <emergent/tasks/linear_map.hpp>
 #include <span>
 #include <vector>
@@ -201,6 +203,35 @@ TEST_CASE("device linear-map sampler: every member's batch is LinearMap::sample'
       CHECK(std::equal(out.begin(), out.end(), out_host.begin() + e * B * T));
     }
   }
+}
+
+TEST_CASE("device automaton sampler: every member's batch is CellularAutomaton::sample's") {
+  // three automata of one length (23): S x T = 4 x 6, 2 x 12 and 8 x 3, the last with 3 colours,
+  // a window of 5 and 3 applications between recorded states; each member at its own step
+  const emergent::CellularAutomaton a(4, 6), b(2, 12, 4, 3, 2, 16, 5), c(8, 3, 3, 5, 3, 8, 9);
+  const std::vector<const emergent::CellularAutomaton*> tasks = {&a, &b, &c};
+  const int B = 7, T = a.length();
+  const cuda::DeviceCellularAutomaton device(tasks, B);
+  const std::vector<std::uint64_t> seeds = {0, 7, (std::uint64_t(1) << 40) + 3},
+                                   steps = {0, 5, std::uint64_t(1) << 33};
+  DeviceVector<std::uint64_t> seeds_device, steps_device;
+  cuda::copy_to_device<std::uint64_t>(seeds, seeds_device);
+  cuda::copy_to_device<std::uint64_t>(steps, steps_device);
+  cuda::DeviceVector<std::int32_t> inputs(seeds.size() * B * T), targets(inputs.size());
+  device.sample(raw(seeds_device), int(seeds.size()), raw(steps_device), B, raw(inputs),
+                raw(targets));
+  const auto in_host = copy_to_host(inputs), out_host = copy_to_host(targets);
+  for (std::size_t e = 0; e < seeds.size(); ++e) {
+    CAPTURE(e);
+    std::vector<std::int32_t> in(B * T), out(B * T);
+    tasks[e]->sample(seeds[e], steps[e], B, in, out);
+    CHECK(std::equal(in.begin(), in.end(), in_host.begin() + e * B * T));
+    CHECK(std::equal(out.begin(), out.end(), out_host.begin() + e * B * T));
+  }
+  const emergent::CellularAutomaton other_length(5, 6);
+  const std::vector<const emergent::CellularAutomaton*> unequal = {&a, &other_length};
+  CHECK_THROWS_WITH_AS(cuda::DeviceCellularAutomaton(unequal, B),
+                       doctest::Contains("sequence lengths"), emergent::Error);
 }
 
 template <Shape S>

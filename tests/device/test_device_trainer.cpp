@@ -252,29 +252,53 @@ TEST_CASE("mixed device ensemble of different lengths: padded, each member as th
   CHECK(worst_snapshot_difference(cpu_dir(root, 0), device_dir(root, 0), 10) <= 1e-3);
 }
 
+// 20 steps of a task of kDyckShape's 23 positions, logged and analysed every 5.
+TrainConfig short_run(const char* task, const nlohmann::json& params, std::uint64_t seed) {
+  TrainConfig c;
+  c.task = task;
+  c.task_params = params;
+  c.shape = kDyckShape;
+  c.seed = seed;
+  c.steps = 20;
+  c.lr = 3e-3;
+  c.batch_tokens = 96;
+  c.warmup_steps = 5;
+  c.log_every = 5;
+  c.analysis_every = 5;
+  c.checkpoint_every = 10;
+  c.threads = 1;
+  return c;
+}
+
+// An ensemble of automata only, whose batches the device makes (cuda/cellular_automaton.cuh):
+// two rule pools of one length (S x T = 4 x 6 and 8 x 3, the second with a window of 5 and two
+// applications between recorded states), one biased; each member as its CPU run.
+TEST_CASE("device ensemble of automata: sampled on the device, each member as the CPU's") {
+  const TempDir tmp("automata");
+  const fs::path& root = tmp.path;
+  const nlohmann::json automaton = {{"S", 4}, {"states", 6}, {"colours", 4}, {"rules", 4}};
+  std::vector<TrainConfig> configs = {short_run("cellular-automaton", automaton, 1),
+                                      short_run("cellular-automaton", automaton, 2)};
+  configs[0].bias = 1.5;
+  configs[0].eval_every = 5;
+  configs[1].task_params = {{"S", 8},     {"states", 3}, {"colours", 3},  {"window", 5},
+                            {"depth", 2}, {"rules", 8},  {"task_seed", 4}};
+  train_alone_and_together<kDyckShape>(configs, root);
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    CAPTURE(e);
+    CHECK(worst_row_difference(cpu_dir(root, e), device_dir(root, e)) < 1e-4);
+  }
+}
+
 // A task whose weights and target move with the sequence (Dyck) on the device: its loss weights,
 // held-out part and bias patterns per sequence, its analysis sequence by sequence, beside a task
 // with fixed ones (the automaton, biased too) in one ensemble.
 TEST_CASE("mixed device ensemble with Dyck: weights, bias and analysis per sequence as the CPU's") {
   const TempDir tmp("dyck");
   const fs::path& root = tmp.path;
-  auto config = [](std::uint64_t seed) {
-    TrainConfig c;
-    c.task = "dyck";
-    c.task_params = {{"k", 2}, {"max_depth", 4}, {"tokens", 24}};
-    c.shape = kDyckShape;
-    c.seed = seed;
-    c.steps = 20;
-    c.lr = 3e-3;
-    c.batch_tokens = 96;
-    c.warmup_steps = 5;
-    c.log_every = 5;
-    c.analysis_every = 5;
-    c.checkpoint_every = 10;
-    c.threads = 1;
-    return c;
-  };
-  std::vector<TrainConfig> configs = {config(1), config(2), config(3)};
+  const nlohmann::json dyck = {{"k", 2}, {"max_depth", 4}, {"tokens", 24}};
+  std::vector<TrainConfig> configs = {short_run("dyck", dyck, 1), short_run("dyck", dyck, 2),
+                                      short_run("dyck", dyck, 3)};
   configs[0].bias = 2;  // per-sequence patterns, held out with the bias on
   configs[0].eval_every = 5;
   configs[1].task_params = {

@@ -80,6 +80,21 @@ constexpr std::uint64_t stream_id_from_name(std::string_view name) {
 // four words. The cache makes a PhiloxStream unsafe to share between threads; make one per
 // thread instead (construction is free).
 //
+// PhiloxStream::below's draw from its first block of candidates (n >= 1): the device samplers
+// (cuda/) draw with it too, so that their batches are the CPU's.
+constexpr std::uint32_t philox_below(std::array<std::uint32_t, 4> candidates,
+                                     std::array<std::uint32_t, 2> key, std::uint32_t n) {
+  const std::uint32_t rejection_threshold = static_cast<std::uint32_t>(-n) % n;  // 2^32 mod n
+  for (;;) {
+    for (std::uint32_t candidate : candidates) {
+      const std::uint64_t product = std::uint64_t{candidate} * n;
+      if (static_cast<std::uint32_t>(product) >= rejection_threshold)
+        return static_cast<std::uint32_t>(product >> 32);
+    }
+    candidates = philox4x32_10(candidates, key);
+  }
+}
+
 // The typed draws below are views of the same word space: uniform(i) reads word i, normal(i)
 // reads words 2i and 2i+1, below(i, n) reads words 4i .. 4i+3. A consumer uses one kind of
 // draw per stream (or disjoint index ranges), otherwise two draws would share words.
@@ -129,17 +144,7 @@ class PhiloxStream {
   // the small n used here (n <= 2^16) the chain is reached with probability below 2^-64.
   std::uint32_t below(std::uint64_t index, std::uint32_t n) const {
     require(n >= 1, "PhiloxStream::below", "n must be at least 1");
-    const std::uint32_t rejection_threshold = static_cast<std::uint32_t>(-n) % n;  // 2^32 mod n
-    std::array<std::uint32_t, 4> candidates = block(index);
-    for (;;) {
-      for (std::uint32_t candidate : candidates) {
-        const std::uint64_t product = std::uint64_t{candidate} * n;
-        if (static_cast<std::uint32_t>(product) >= rejection_threshold) {
-          return static_cast<std::uint32_t>(product >> 32);
-        }
-      }
-      candidates = philox4x32_10(candidates, key_);
-    }
+    return philox_below(block(index), key_, n);
   }
 
  private:

@@ -4,7 +4,8 @@
 //   host:   the step's scalars (each member's step index; its AdamW learning rate and bias
 //           corrections) written to the device as launch arguments; a task sampled on the host
 //           is uploaded
-//   device: the linear map's batch (sampled on the device, reading the step index there), zero
+//   device: the batch of a task the device samples (the linear map, the cellular automaton:
+//           reading the step index there), zero
 //           gradients, forward, backward, each member's gradient norm and clipping factor, the
 //           AdamW update, and the non-finite check, which records each member's first step whose
 //           loss or gradient norm is not finite
@@ -25,20 +26,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <emergent/cuda/adamw.cuh>
+#include <emergent/cuda/cellular_automaton.cuh>
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/linear_map.cuh>
 #include <emergent/cuda/model.cuh>
 #include <emergent/cuda/profile.cuh>
 #include <emergent/optim/adamw.hpp>
-#include <emergent/tasks/linear_map.hpp>
 #include <exception>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace emergent::cuda {
+
+// The samplers of the tasks whose batches the device makes itself, from the CPU's Philox draws:
+// nothing is sampled on the host or uploaded for them.
+using DeviceSampler = std::variant<DeviceLinearMap, DeviceCellularAutomaton>;
 
 // x is neither infinite nor NaN (on the host and on the device)
 EMERGENT_HD inline bool is_finite(double x) { return x - x == 0.0; }
@@ -63,12 +70,11 @@ class EnsembleStep {
   static constexpr std::size_t P = Device::P;
   static constexpr int kReport = 7;  // doubles per member in report_
 
-  // linear_maps: each member's linear map, whose batches are sampled on the device (or one for
-  // all members; empty: batches uploaded by the caller with upload_batch before each run());
-  // seeds: each member's data seed. The bias intervention is the model's (model.set_bias).
+  // sampler: the members' task, when the device samples it (none: batches uploaded by the
+  // caller with upload_batch before each run()); seeds: each member's data seed. The bias
+  // intervention is the model's (model.set_bias).
   EnsembleStep(int members, int batch, int length, const AdamWConfig& adamw,
-               const std::vector<DecayRange>& ranges,
-               const std::vector<const LinearMap*>& linear_maps,
+               const std::vector<DecayRange>& ranges, std::optional<DeviceSampler> sampler,
                const std::vector<std::uint64_t>& seeds)
       : model(members, batch, length),
         optimizer(adamw, ranges, P, members),
@@ -77,8 +83,8 @@ class EnsembleStep {
         steps_(members),
         nonfinite_step_(members),
         nonfinite_values_(2 * std::size_t(members)),
-        report_(kReport * std::size_t(members)) {
-    if (!linear_maps.empty()) data_.emplace(linear_maps);
+        report_(kReport * std::size_t(members)),
+        data_(std::move(sampler)) {
     copy_to_device<std::uint64_t>(seeds, seeds_);
     fill(raw(nonfinite_step_), members, std::int64_t(-1));
     const char* graph = std::getenv("EMERGENT_DEVICE_GRAPH");
@@ -208,7 +214,7 @@ class EnsembleStep {
     return members;
   }
 
-  // Whether the batches are sampled on the device (the linear map), not uploaded.
+  // Whether the batches are sampled on the device, not uploaded.
   bool samples_on_device() const { return data_.has_value(); }
 
   // Whether run() replays a CUDA graph (CUDA only; before the first run()).
@@ -224,7 +230,11 @@ class EnsembleStep {
     const int E = members_, B = batch_;
     if (data_) {
       OpScope scope("data.sample");
-      data_->sample(raw(seeds_), E, raw(steps_), B, raw(model.inputs), raw(model.targets));
+      std::visit(
+          [&](const auto& task) {
+            task.sample(raw(seeds_), E, raw(steps_), B, raw(model.inputs), raw(model.targets));
+          },
+          *data_);
     }
     model.zero_gradients();
     model.forward_on_device();
@@ -290,10 +300,10 @@ class EnsembleStep {
   int members_, batch_;
   bool use_graph_ = false, ran_directly_ = false;
   std::int64_t graph_launches_ = 0;
-  std::optional<DeviceLinearMap> data_;
   DeviceVector<std::uint64_t> seeds_, steps_;  // [E] each
   DeviceVector<std::int64_t> nonfinite_step_;
   DeviceVector<double> nonfinite_values_, report_, held_out_;
+  std::optional<DeviceSampler> data_;
 };
 
 }  // namespace emergent::cuda

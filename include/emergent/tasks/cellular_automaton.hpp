@@ -135,6 +135,32 @@ class CellularAutomaton {
   // The pool: N tables of C^W colours each.
   const std::vector<std::vector<int>>& rule_tables() const { return tables_; }
 
+  // One automaton step on raw arrays of S cells, no validation (sample() and the device's
+  // sampler, cuda/cellular_automaton.cuh, run it). The window index is built incrementally,
+  // leftmost cell most significant.
+  static constexpr void advance(const int* from, int* to, int S, const int* table, int C, int W) {
+    const int h = (W - 1) / 2;
+    for (int i = 0; i < S; ++i) {
+      std::int64_t index = 0;
+      for (int d = -h; d <= h; ++d) index = index * C + from[((i + d) % S + S) % S];
+      to[i] = table[index];
+    }
+  }
+  // tokens [T, S]: the recorded states 1 .. T-1 from s_0 in tokens[0 .. S-1], each `depth`
+  // applications of the table after the one before; scratch: 2 S cells for the states between.
+  static constexpr void record_states(int* tokens, int* scratch, int S, int T, const int* table,
+                                      int C, int W, int depth) {
+    for (int t = 1; t < T; ++t) {
+      const int* from = tokens + std::int64_t(t - 1) * S;
+      for (int applied = 0; applied < depth; ++applied) {
+        int* to = applied + 1 == depth ? tokens + std::int64_t(t) * S
+                                       : scratch + (applied % 2 == 0 ? 0 : S);
+        advance(from, to, S, table, C, W);
+        from = to;
+      }
+    }
+  }
+
   // One step of the automaton with periodic boundary: next[i] = table[window of `state` around i].
   // Validates its arguments (sizes, colours), so it is meant for tests and tools.
   static std::vector<int> step_state(const std::vector<int>& state, const std::vector<int>& table,
@@ -200,8 +226,7 @@ class CellularAutomaton {
 
     const std::size_t S = static_cast<std::size_t>(state_size_);
     const PhiloxStream stream(data_seed, step);
-    std::vector<int> tokens(S * static_cast<std::size_t>(states_));
-    std::vector<int> scratch_a(S), scratch_b(S);
+    std::vector<int> tokens(S * static_cast<std::size_t>(states_)), scratch(2 * S);
     for (int b = 0; b < batch; ++b) {
       const std::uint64_t base = static_cast<std::uint64_t>(b) << 30;
       const std::vector<int>& table = tables_[static_cast<std::size_t>(draw_rule(stream, b))];
@@ -209,16 +234,8 @@ class CellularAutomaton {
         tokens[i] =
             static_cast<int>(stream.below(base + 1 + i, static_cast<std::uint32_t>(colours_)));
       }
-      for (std::size_t t = 1; t < static_cast<std::size_t>(states_); ++t) {
-        const int* from = tokens.data() + (t - 1) * S;
-        for (int applied = 0; applied < depth_; ++applied) {
-          int* to = applied + 1 == depth_
-                        ? tokens.data() + t * S
-                        : (applied % 2 == 0 ? scratch_a.data() : scratch_b.data());
-          advance(from, to, state_size_, table.data(), colours_, window_);
-          from = to;
-        }
-      }
+      record_states(tokens.data(), scratch.data(), state_size_, states_, table.data(), colours_,
+                    window_, depth_);
       const std::size_t row = static_cast<std::size_t>(b) * L;
       for (std::size_t p = 0; p < L; ++p) {
         inputs[row + p] = static_cast<std::int32_t>(tokens[p]);
@@ -292,17 +309,6 @@ class CellularAutomaton {
       if (size > kMaxTableSize) return 0;
     }
     return size;
-  }
-
-  // One automaton step on raw arrays of S cells, no validation. The window index is built
-  // incrementally, leftmost cell most significant.
-  static void advance(const int* from, int* to, int S, const int* table, int C, int W) {
-    const int h = (W - 1) / 2;
-    for (int i = 0; i < S; ++i) {
-      std::int64_t index = 0;
-      for (int d = -h; d <= h; ++d) index = index * C + from[((i + d) % S + S) % S];
-      to[i] = table[index];
-    }
   }
 
   int draw_rule(const PhiloxStream& stream, int b) const {

@@ -19,10 +19,11 @@
 // those maps; with eval_every, the held-out columns are the device's forward of every member's
 // parameters on its fixed held-out set (the CPU's batches, train/compiled_model.hpp: the data
 // streams of steps kEvalStep, kEvalStep + 1, ...), and emergence reads them.
-// The linear map's batches are made on the device (cuda/linear_map.cuh) when every member's task
-// is a linear map; otherwise each member's on the host by its task, from the same Philox streams,
-// and copied. A task whose learnable positions and target move with the sequence (Dyck: the
-// closers and their openers, tasks/task.hpp) has its loss weights, held-out part and bias
+// The batches are made on the device when every member's task is a linear map (cuda/
+// linear_map.cuh), or every member's a cellular automaton (cuda/cellular_automaton.cuh), and the
+// members are not padded; otherwise each member's on the host by its task, from the same Philox
+// streams, and copied. A task whose learnable positions and target move with the sequence (Dyck:
+// the closers and their openers, tasks/task.hpp) has its loss weights, held-out part and bias
 // patterns made on the host for each batch and copied with it (then every member's weights are
 // per token: set_task_weights), and its analysis reads each sequence's attention against that
 // sequence's target, as the CPU's does (the maps of every sequence copied back at the steps that
@@ -37,6 +38,7 @@
 #include <cstdlib>
 #include <emergent/analysis/attention_summary.hpp>
 #include <emergent/cuda/adamw.cuh>
+#include <emergent/cuda/cellular_automaton.cuh>
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/cuda/linear_map.cuh>
 #include <emergent/cuda/model.cuh>
@@ -44,6 +46,7 @@
 #include <emergent/cuda/step.cuh>
 #include <emergent/io/text_file.hpp>
 #include <emergent/optim/schedule.hpp>
+#include <emergent/tasks/cellular_automaton.hpp>
 #include <emergent/tasks/linear_map.hpp>
 #include <emergent/train/attention_snapshot.hpp>
 #include <emergent/train/checkpoint.hpp>
@@ -108,7 +111,7 @@ class EnsembleTrainer {
         step_(int(members_.size()), batch_, length_,
               {configs[0].beta1, configs[0].beta2, 1e-8, configs[0].weight_decay,
                configs[0].max_grad_norm},
-              decay_ranges(), padded_ ? std::vector<const LinearMap*>() : linear_maps(members_),
+              decay_ranges(), padded_ ? std::nullopt : device_sampler(members_, batch_),
               data_seeds(members_)) {}
 
   std::vector<RunSummary> run() {
@@ -300,16 +303,25 @@ class EnsembleTrainer {
     return members;
   }
 
-  // The members' linear maps when every member's task is one (their batches are made on the
-  // device), else none.
-  static std::vector<const LinearMap*> linear_maps(const std::vector<EnsembleMember>& members) {
-    std::vector<const LinearMap*> maps;
+  // The device's sampler of the members' tasks when every member's is a linear map, or every
+  // member's an automaton, else none (their batches are made on the host).
+  static std::optional<DeviceSampler> device_sampler(const std::vector<EnsembleMember>& members,
+                                                     int batch) {
+    if (auto maps = tasks_of<LinearMap>(members)) return DeviceLinearMap(*maps);
+    if (auto automata = tasks_of<CellularAutomaton>(members))
+      return DeviceCellularAutomaton(*automata, batch);
+    return std::nullopt;
+  }
+  template <class Task>
+  static std::optional<std::vector<const Task*>> tasks_of(
+      const std::vector<EnsembleMember>& members) {
+    std::vector<const Task*> tasks;
     for (const EnsembleMember& m : members) {
-      const auto* adapter = dynamic_cast<const TaskAdapter<LinearMap>*>(m.setup.task.get());
-      if (!adapter) return {};
-      maps.push_back(&adapter->task());
+      const auto* adapter = dynamic_cast<const TaskAdapter<Task>*>(m.setup.task.get());
+      if (!adapter) return std::nullopt;
+      tasks.push_back(&adapter->task());
     }
-    return maps;
+    return tasks;
   }
   static std::vector<std::uint64_t> data_seeds(const std::vector<EnsembleMember>& members) {
     std::vector<std::uint64_t> seeds;
