@@ -44,6 +44,15 @@ std::vector<emergent::DecayRange> ranges() {
   return r;
 }
 
+// Each member's parameters as the CPU model initialises them from its seed.
+template <class Step>
+void init_members(Step& step, const std::vector<std::uint64_t>& seeds) {
+  std::vector<float> init(Step::P * seeds.size());
+  for (std::size_t e = 0; e < seeds.size(); ++e)
+    Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
+  step.model.params = to_device(init);
+}
+
 template <emergent::Shape S>
 struct Trained {
   std::vector<double> losses;
@@ -60,10 +69,7 @@ Trained<S> train_and_count(bool graph, int steps) {
   const std::vector<std::uint64_t> seeds = {5, 6};
   Step step(E, B, T, {}, ranges<S>(), cuda::DeviceLinearMap(task), seeds);
   step.set_graph(graph);
-  std::vector<float> init(Step::P * E);
-  for (int e = 0; e < E; ++e)
-    Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
-  step.model.params = to_device(init);
+  init_members(step, seeds);
   step.model.loss_weights = to_device(for_each_member(task.full_loss_weights(), E));
   const DeviceVector<float> part = to_device(for_each_member(task.predictable_loss_weights(), E));
   Trained<S> out;
@@ -108,10 +114,7 @@ TEST_CASE("device step: the automaton's batches are made on the device, nothing 
   Step step(2, B, a.length(), {}, ranges<shape>(), cuda::DeviceCellularAutomaton({&a, &b}, B),
             seeds);
   REQUIRE(step.samples_on_device());
-  std::vector<float> init(Step::P * 2);
-  for (int e = 0; e < 2; ++e)
-    Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
-  step.model.params = to_device(init);
+  init_members(step, seeds);
   step.model.loss_weights = to_device(for_each_member(a.full_loss_weights(), 2));
   for (int s = 0; s < 4; ++s) {
     const cuda::DeviceCounts before = cuda::device_counts();
@@ -146,10 +149,7 @@ TEST_CASE("device step: a non-finite loss is recorded at its step and reported")
   const emergent::LinearMap task(6, 2, 0);
   const std::vector<std::uint64_t> seeds = {1, 2};
   Step step(2, 4, task.length(), {}, ranges<shape>(), cuda::DeviceLinearMap(task), seeds);
-  std::vector<float> init(Step::P * 2);
-  for (int e = 0; e < 2; ++e)
-    Step::Device::Cpu::init(std::span<float>(init).subspan(e * Step::P, Step::P), seeds[e]);
-  step.model.params = to_device(init);
+  init_members(step, seeds);
   step.model.loss_weights = to_device(for_each_member(task.full_loss_weights(), 2));
   const DeviceVector<float> part = to_device(for_each_member(task.predictable_loss_weights(), 2));
   step.run(0, 1e-3);

@@ -5,15 +5,16 @@
 // The recurrence runs in the CPU's training forms: the forward is the CHUNKED one
 // (gated_deltanet_chunked.hpp: chunks of Cpu::kChunk = 16 tokens through the UT transform), the
 // backward the recurrent form's sequential BPTT over states recomputed chunk by chunk from the
-// states the forward keeps at each chunk's start, as the CPU's. Each sum is taken in the order the
-// CPU takes it (combine_rows' four accumulators: detail::gdn_sum4), so the twin follows the CPU's
-// runs to float rounding. Their parallelism: the state h [Dh(k) x Dh(v)] of a head splits into Dh
-// value columns whose recurrences are independent given the chunk's coefficient matrices
+// states the forward keeps at each chunk's start, as the CPU's. The forward's sums and the
+// states' recomputation add in the order the CPU's do (combine_rows' four accumulators:
+// detail::gdn_sum4); the backward's sums over value columns (dq, dk, dbeta, dg) are separate
+// passes in another order, so the twin follows the CPU to rounding, not bit for bit. Their
+// parallelism: the state h [Dh(k) x Dh(v)] of a head splits into Dh value columns whose
+// recurrences are independent given the chunk's coefficient matrices
 // (u_j = v_j - alpha h[:, j] . k, h[:, j] = alpha h[:, j] + beta k u_j, o_j = h[:, j] . q; in the
 // chunked form, column j of V_new, O and the next chunk state read column j of h0 only). So:
-//   - the chunk terms (decay Gamma, L = beta K K^T Gamma, the scores Q K^T Gamma, [C, C] each),
-//   which
-//     no state enters, one index per (sequence, head, chunk, row);
+//   - the chunk terms (decay Gamma, L = beta K K^T Gamma, the scores Q K^T Gamma, [C, C] each,
+//     which no state enters), one index per (sequence, head, chunk, row);
 //   - the chunked scan, one index per (member, sequence, head, value column j), walking the chunks
 //     in order with its Dh floats of state in registers, writing O and each chunk's incoming state
 //     (D Dh / C floats a token: 128 at D = 128, H = 8, C = 16, as the CPU keeps);
@@ -248,8 +249,8 @@ struct GatedDeltaNetMixer {
     {
       // The chunked scan, one index per (sequence, head, value column j), chunk after chunk:
       //   V_new = (I + L)^{-1} (diag(beta) V - diag(beta gamma) K h0) by forward substitution,
-      //   O = diag(gamma) Q h0 + (scores (.) [s <= r]) V_new,  h_C = gamma_C h0 + (Gamma_C. K)^T
-      //   V_new
+      //   O = diag(gamma) Q h0 + (scores (.) [s <= r]) V_new,
+      //   h_C = gamma_C h0 + (Gamma_C. K)^T V_new
       OpScope scope("gated_deltanet.scan.forward");
       const float *qkv = raw(a.qkv), *gates = raw(a.gates), *terms = raw(s.chunk_terms);
       float *o = raw(a.o), *chunk_states = raw(a.chunk_states);

@@ -459,6 +459,20 @@ class EnsembleTrainer {
                     to.begin() + at + i * stride * stride + r * stride);
   }
 
+  // The inverse of place(): the `count` blocks of `rows` x `width` values that place() would have
+  // put into `from` at `at`, one after another (a member's own tokens or maps, without padding).
+  template <class Value>
+  static std::vector<Value> unplace(std::span<const Value> from, std::size_t count,
+                                    std::size_t rows, std::size_t width, std::size_t at,
+                                    std::size_t stride) {
+    std::vector<Value> out(count * rows * width);
+    for (std::size_t i = 0; i < count; ++i)
+      for (std::size_t r = 0; r < rows; ++r)
+        std::copy_n(from.begin() + at + i * stride * stride + r * stride, width,
+                    out.begin() + (i * rows + r) * width);
+    return out;
+  }
+
   // Member e's batch of data step `data_step` into its rows of inputs, targets [E, B, T]: its own
   // sequences and length, its padding left as it is (tokens 0, weight 0).
   void sample_member(int e, std::uint64_t data_step, std::span<std::int32_t> inputs,
@@ -478,11 +492,8 @@ class EnsembleTrainer {
   // Member e's own sequences of a batch [E, B, T], without the padding: [B_e, T_e].
   std::vector<std::int32_t> own_tokens(int e, std::span<const std::int32_t> tokens) const {
     const EnsembleMember& m = members_[e];
-    std::vector<std::int32_t> own(std::size_t(m.batch) * m.length);
-    for (int b = 0; b < m.batch; ++b)
-      std::copy_n(tokens.begin() + (std::size_t(e) * batch_ + b) * length_, m.length,
-                  own.begin() + b * m.length);
-    return own;
+    return unplace<std::int32_t>(tokens, 1, m.batch, m.length, std::size_t(e) * batch_ * length_,
+                                 length_);
   }
 
   // For the members whose task has weights per sequence, the weights (and where its bias or its
@@ -502,8 +513,7 @@ class EnsembleTrainer {
                                       out = own_tokens(int(e), targets);
       std::vector<float> full(in.size()), part(in.size());
       task.sequence_weights(in, out, m.batch, full, part);
-      place<float>(full, 1, m.batch, m.length, into.full, e * one,
-                   T);  // rows of T: one block of B x T
+      place<float>(full, 1, m.batch, m.length, into.full, e * one, T);
       place<float>(part, 1, m.batch, m.length, into.predictable, e * one, T);
       const bool analysis = running && analysed(m, steps[e]);
       if (m.config.bias == 0 && !analysis) continue;
@@ -524,29 +534,20 @@ class EnsembleTrainer {
   // Member e's batch-averaged maps [layer][head][T][T] (the device's, over its own sequences)
   // at its own length: [layer][head][T_e][T_e], the corner its positions hold.
   std::vector<double> own_positions(std::size_t e, std::span<const double> map) const {
-    const std::size_t T = length_, Te = members_[e].length;
-    if (Te == T || map.empty()) return {map.begin(), map.end()};
-    std::vector<double> own(std::size_t(S.layers) * S.heads * Te * Te);
-    for (std::size_t square = 0; square < std::size_t(S.layers) * S.heads; ++square)
-      for (std::size_t i = 0; i < Te; ++i)
-        std::copy_n(map.begin() + (square * T + i) * T, Te, own.begin() + (square * Te + i) * Te);
-    return own;
+    if (map.empty()) return {};
+    const std::size_t own = members_[e].length;
+    return unplace<double>(map, std::size_t(S.layers) * S.heads, own, own, 0, length_);
   }
   // Member e's attention of the last forward, each layer's [B_e, H, T_e, T_e] (its own
   // sequences and positions), out of every sequence's [E, B, H, T, T] (sequence_attention()).
   std::vector<std::vector<float>> member_attention(
       std::size_t e, const std::vector<std::vector<float>>& sequence_maps) const {
     const EnsembleMember& m = members_[e];
-    const std::size_t H = S.heads, T = length_, Te = m.length;
+    const std::size_t H = S.heads, T = length_;
     std::vector<std::vector<float>> layers;
-    for (const std::vector<float>& all : sequence_maps) {
-      std::vector<float>& own = layers.emplace_back(std::size_t(m.batch) * H * Te * Te);
-      for (std::size_t b = 0; b < std::size_t(m.batch); ++b)
-        for (std::size_t h = 0; h < H; ++h)
-          for (std::size_t i = 0; i < Te; ++i)
-            std::copy_n(all.begin() + (((e * batch_ + b) * H + h) * T + i) * T, Te,
-                        own.begin() + ((b * H + h) * Te + i) * Te);
-    }
+    for (const std::vector<float>& all : sequence_maps)
+      layers.push_back(
+          unplace<float>(all, m.batch * H, m.length, m.length, e * batch_ * H * T * T, T));
     return layers;
   }
 
