@@ -13,6 +13,7 @@
 #include <emergent/experiment/shard.hpp>
 #include <emergent/experiment/sweep_file.hpp>
 #include <emergent/experiment/sweep_folder.hpp>
+#include <emergent/experiment/sweep_plan.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/gated_deltanet.hpp>
 #include <emergent/mixers/mamba.hpp>
@@ -407,6 +408,54 @@ TEST_CASE("a device ensemble of different lengths is sized as its padded members
   CHECK(emergent::estimated_training_bytes(padded) >
         emergent::estimated_training_bytes(linear_map(6)));
   CHECK(emergent::padded_member({linear_map(6)}).batch_tokens == 120);
+}
+
+TEST_CASE("a sweep packs runs of different lengths into one ensemble only where little is padded") {
+  auto linear_map = [](int S, int seed, int batch_tokens) {
+    emergent::TrainConfig c;
+    c.task = "linear-map";
+    c.task_params = {{"S", S}};
+    c.seed = seed;
+    c.batch_tokens = batch_tokens;
+    return emergent::PlannedRun{"S" + std::to_string(S) + "_" + std::to_string(seed), "",
+                                emergent::to_json(c)};
+  };
+  auto labels = [](const std::vector<std::vector<const emergent::PlannedRun*>>& groups) {
+    std::vector<std::vector<std::string>> ids;
+    for (const auto& group : groups) {
+      ids.emplace_back();
+      for (const emergent::PlannedRun* r : group) ids.back().push_back(r->id);
+    }
+    return ids;
+  };
+  auto at_most = [](std::size_t n) { return [n](const emergent::TrainConfig&) { return n; }; };
+  // Fig. 5a's S = 8, 16 and 32 at 4,096 tokens, interleaved: each S alone (padded together, an
+  // S = 8 run would compute 256 sequences of 64 tokens where its own are 256 of 16).
+  std::vector<emergent::PlannedRun> runs;
+  for (int seed = 0; seed < 2; ++seed)
+    for (int S : {8, 16, 32}) runs.push_back(linear_map(S, seed, 4096));
+  std::vector<const emergent::PlannedRun*> todo;
+  for (const emergent::PlannedRun& r : runs) todo.push_back(&r);
+  using Ids = std::vector<std::vector<std::string>>;
+  CHECK(labels(emergent::ensemble_groups(todo, at_most(100))) ==
+        Ids{{"S8_0", "S8_1"}, {"S16_0", "S16_1"}, {"S32_0", "S32_1"}});
+  CHECK(labels(emergent::ensemble_groups(todo, at_most(1))).size() == 6);
+  // S = 5 and 6 at 1,024 tokens: 102 sequences of 10 tokens and 85 of 12, padded to 102 of 12,
+  // 1.2 times their own tokens: one ensemble, as many as max_members allows.
+  runs = {linear_map(5, 0, 1024), linear_map(6, 0, 1024), linear_map(5, 1, 1024),
+          linear_map(6, 1, 1024)};
+  todo.clear();
+  for (const emergent::PlannedRun& r : runs) todo.push_back(&r);
+  CHECK(labels(emergent::ensemble_groups(todo, at_most(100))) ==
+        Ids{{"S5_0", "S6_0", "S5_1", "S6_1"}});
+  CHECK(labels(emergent::ensemble_groups(todo, at_most(3))) ==
+        Ids{{"S5_0", "S6_0", "S5_1"}, {"S6_1"}});
+  emergent::PaddedMember padded;
+  padded.add(emergent::train_config_from_json(runs[0].config, "S5"));
+  CHECK(padded.padding_waste() == 1.0);
+  padded.add(emergent::train_config_from_json(runs[1].config, "S6"));
+  CHECK(padded.padding_waste() == doctest::Approx(2.0 * 102 * 12 / (102 * 10 + 85 * 12)));
+  CHECK(padded.padding_waste() <= emergent::kMaxPaddingWaste);
 }
 
 TEST_CASE("every numeric setting has a finite range, so a typo cannot ask for the machine") {

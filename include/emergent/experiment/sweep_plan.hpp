@@ -122,35 +122,44 @@ inline nlohmann::json result_row(const PlannedRun& r, const std::filesystem::pat
   return {{"id", r.id}, {"label", r.label}, {"config", r.config}, {"result", result}};
 }
 
+// At most this padding waste (PaddedMember::padding_waste) in an ensemble that a sweep packs: runs
+// of different sequence lengths share one only where their batches are nearly the same size (the
+// linear map's S = 5 and 6 at 1,024 tokens: 1.2), so a sweep over S trains each S in ensembles
+// of its own, unpadded (and sampled on the device: train/ensemble_trainer.cuh), instead of every
+// shorter run at the longest run's length and the most sequences (Fig. 5a's file: 4x the tokens).
+inline constexpr double kMaxPaddingWaste = 1.25;
+
 // The device ensembles a sweep's runs train in (--backend cuda|thrust-omp), in sweep order: the
 // runs that may share one (train/ensemble_members.hpp: the same shared settings, whatever their
 // task parameters, sequence lengths, seeds, schedules and biases) in groups of at most
 // max_members(padded member) runs, the size the device's memory allows for members as the
-// ensemble holds them (PaddedMember: the group's longest sequence and most sequences).
+// ensemble holds them (PaddedMember: the group's longest sequence and most sequences), and of at
+// most kMaxPaddingWaste. A run joins the first group it may join, else starts one.
 template <class MaxMembers>
 std::vector<std::vector<const PlannedRun*>> ensemble_groups(
     const std::vector<const PlannedRun*>& runs, MaxMembers max_members) {
   std::vector<std::vector<const PlannedRun*>> groups;
-  std::vector<PaddedMember> padded;         // each group's
-  std::map<std::string, std::size_t> open;  // shared settings -> the group being filled
+  std::vector<PaddedMember> padded;                          // each group's
+  std::map<std::string, std::vector<std::size_t>> by_key;  // shared settings -> their groups
   for (const PlannedRun* r : runs) {
     const TrainConfig config = train_config_from_json(r->config, "run " + r->id);
-    const std::string key = shared_settings(config).dump();
-    PaddedMember with;
-    with.add(config);
-    const auto at = open.find(key);
-    if (at != open.end()) {
-      PaddedMember joined = padded[at->second];
+    std::vector<std::size_t>& candidates = by_key[shared_settings(config).dump()];
+    bool joined_one = false;
+    for (const std::size_t g : candidates) {
+      PaddedMember joined = padded[g];
       joined.add(config);
-      if (groups[at->second].size() + 1 <= max_members(joined.config())) {
-        groups[at->second].push_back(r);
-        padded[at->second] = joined;
-        continue;
+      if (groups[g].size() + 1 <= max_members(joined.config()) &&
+          joined.padding_waste() <= kMaxPaddingWaste) {
+        groups[g].push_back(r);
+        padded[g] = joined;
+        joined_one = true;
+        break;
       }
     }
-    open[key] = groups.size();
+    if (joined_one) continue;
+    candidates.push_back(groups.size());
     groups.push_back({r});
-    padded.push_back(with);
+    padded.emplace_back().add(config);
   }
   return groups;
 }

@@ -55,9 +55,11 @@ inline nlohmann::json shared_settings(const TrainConfig& c) {
 class PaddedMember {
  public:
   void add(const TrainConfig& c) {
-    const int n = sequence_tokens(c);
+    const int n = sequence_tokens(c), sequences = sequences_per_step(c);
     if (n > tokens_) tokens_ = n, longest_ = c;
-    sequences_ = std::max(sequences_, sequences_per_step(c));
+    sequences_ = std::max(sequences_, sequences);
+    own_tokens_ += double(sequences) * n;
+    ++members_;
   }
   TrainConfig config() const {
     require(tokens_ > 0, "ensemble", "needs a member");
@@ -65,10 +67,18 @@ class PaddedMember {
     padded.batch_tokens = sequences_ * tokens_;
     return padded;
   }
+  // The tokens the ensemble computes a step over those its members' own batches hold: 1 without
+  // padding, 4 for the linear map's S = 8 beside S = 32 (256 sequences of 16 tokens each padded to
+  // 256 of 64), more still for attention, whose work grows with the square of the length.
+  double padding_waste() const {
+    require(members_ > 0, "ensemble", "needs a member");
+    return members_ * double(sequences_) * tokens_ / own_tokens_;
+  }
 
  private:
   TrainConfig longest_;
-  int tokens_ = 0, sequences_ = 0;
+  int tokens_ = 0, sequences_ = 0, members_ = 0;
+  double own_tokens_ = 0;
 };
 inline TrainConfig padded_member(const std::vector<TrainConfig>& members) {
   PaddedMember padded;
