@@ -5,6 +5,9 @@
 //                                                  ensemble as the device's memory allows
 //   emergent sweep FILE --out DIR --extend         add the runs of an extended FILE to DIR's sweep
 //   emergent sweep FILE --dry-run                  the runs, checked; nothing started
+//   emergent sweep FILE --compile-only [--backend B] [--jobs N] [--shard I/N]
+//                                                  the programs its runs need that the build
+//                                                  lacks (shapes not prebuilt), N at a time
 //   emergent sweep status DIR                 done, running and left, with an ETA
 //   emergent sweep collect DIR                every shard's rows, once each, into DIR/results.jsonl
 //   emergent sweep summarize DIR --by S,s [--json F]    seed-ensemble statistics per group, and
@@ -93,7 +96,8 @@ class SweepCommands {
         "sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
     sweep_->add_option("file", file_, "sweep file (.toml or .json)");
     sweep_->add_option("--out", out_, "sweep folder");
-    sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run)")
+    sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run); with --compile-only or "
+                       "a device backend, compiles at a time")
         ->check(CLI::Range(1, kMaxJobs));
     sweep_->add_option("--shard", shard_,
                        "I/N: run only this share (default: the Slurm array task's, else 0/1)");
@@ -115,6 +119,10 @@ class SweepCommands {
                      "the file adds runs to the folder's sweep (it may not drop or change one)");
     sweep_->add_flag("--dry-run", dry_run_,
                      "check the file and list its runs (id and settings); start and write nothing");
+    sweep_->add_flag("--compile-only", compile_only_,
+                     "compile the programs the runs need for --backend that the build lacks "
+                     "(shapes not prebuilt; cached for the sweep), --jobs at a time (default: "
+                     "cores, one per 4 GiB of memory), and train nothing");
     status_ = sweep_->add_subcommand("status",
                                      "done, running and left runs of a sweep folder, with an ETA");
     collect_ = sweep_->add_subcommand("collect", "merge every shard's rows into DIR/results.jsonl");
@@ -137,6 +145,7 @@ class SweepCommands {
     if (summarize_->parsed()) return summarize();
     require(!file_.empty(), "emergent sweep", "needs a sweep FILE");
     if (dry_run_) return list_runs();
+    if (compile_only_) return compile_only();
     require(!out_.empty(), "emergent sweep", "needs --out DIR (or --dry-run)");
     return run_sweep();
   }
@@ -147,6 +156,77 @@ class SweepCommands {
     for (const PlannedRun& r : runs) std::printf("%s  %s\n", r.id.c_str(), r.label.c_str());
     std::printf("%s: %zu runs, every one checked\n", file_.c_str(), runs.size());
     return 0;
+  }
+
+  // A program a sweep needs: its path, or why it could not be compiled.
+  struct Program {
+    std::filesystem::path path;
+    std::string error;
+  };
+
+  // The program that trains runs of (mixer, shape) on the sweep's backend, for the shapes the
+  // build lacks: compiled (or taken from the cache, shape_compiler.hpp) here, `jobs` at a time,
+  // each once, so that a sweep over many shapes (Fig. 6's 42) waits for the slowest compile
+  // rather than for their sum. By describe(mixer, shape); on the CPU backend, a prebuilt shape
+  // has none (the run uses the build's own registry).
+  std::map<std::string, Program> compile_programs(const std::vector<TrainConfig>& configs) const {
+    std::map<std::string, Program> programs;
+    std::vector<std::pair<std::string, const TrainConfig*>> todo;
+    for (const TrainConfig& c : configs) {
+      const std::string key = describe(c.mixer, c.shape);
+      if (backend_ == "cpu" && find_compiled(c.mixer, c.shape)) continue;
+      if (programs.emplace(key, Program{}).second) todo.emplace_back(key, &c);
+    }
+    std::atomic<std::size_t> next{0};
+    const auto worker = [&] {
+      for (std::size_t i; (i = next++) < todo.size();) {
+        const TrainConfig& c = *todo[i].second;
+        Program& program = programs.at(todo[i].first);  // the map's nodes stay where they are
+        try {
+          program.path = backend_ == "cpu"
+                             ? compiled_shape_program(compiler_info_, c.mixer, c.shape)
+                             : device_program(backend_, c.mixer, c.shape, compiler_info_);
+        } catch (const std::exception& e) {
+          program.error = e.what();
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int j = 0; j < std::min<int>(compile_jobs(), int(todo.size())); ++j)
+      pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+    return programs;
+  }
+
+  // Compiles at a time: --jobs, else the cores, at most one per 4 GiB of memory (a unit of the
+  // device program takes up to 3 GB in nvcc or g++).
+  int compile_jobs() const {
+    if (jobs_ > 0) return jobs_;
+    const double per_compile = 4.0 * (1 << 30);
+    return std::max(1, std::min(available_cores(), int(machine_memory_bytes() / per_compile)));
+  }
+
+  static std::vector<TrainConfig> training_configs(const std::vector<const PlannedRun*>& runs) {
+    std::vector<TrainConfig> configs;
+    for (const PlannedRun* r : runs)
+      if (!is_self_pretraining(r->config) && !is_language_model(r->config))
+        configs.push_back(train_config_from_json(r->config, "run " + r->id));
+    return configs;
+  }
+
+  int compile_only() const {
+    const std::vector<PlannedRun> runs = plan_sweep(file_, resolve_max_len);
+    const Shard shard = shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
+    std::vector<const PlannedRun*> mine;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (shard.owns(i)) mine.push_back(&runs[i]);
+    const std::map<std::string, Program> programs = compile_programs(training_configs(mine));
+    std::size_t failed = 0;
+    for (const auto& [what, program] : programs)
+      if (!program.error.empty()) ++failed, std::fprintf(stderr, "sweep: %s\n", program.error.c_str());
+    std::fprintf(stderr, "sweep %s: %zu programs for --backend %s ready, %zu failed\n",
+                 file_.c_str(), programs.size() - failed, backend_.c_str(), failed);
+    return failed > 0 ? 1 : 0;
   }
 
   int run_sweep() const {
@@ -355,6 +435,7 @@ class SweepCommands {
       return std::max<std::size_t>(n, 1);
     };
     const std::vector<std::vector<const PlannedRun*>> groups = ensemble_groups(todo, max_members);
+    const std::map<std::string, Program> programs = compile_programs(training_configs(todo));
     std::size_t finished = 0, failed = 0;
     for (const std::vector<const PlannedRun*>& group : groups) {
       std::string configs, run_dirs;
@@ -376,9 +457,9 @@ class SweepCommands {
       const auto started = std::filesystem::file_time_type::clock::now();
       try {
         const TrainConfig config = train_config_from_json(group.front()->config, what);
-        const std::filesystem::path program =
-            device_program(backend_, config.mixer, config.shape, compiler_info_);
-        run_child(program.string(), {"--configs", configs, "--run-dirs", run_dirs, "--quiet"},
+        const Program& program = programs.at(describe(config.mixer, config.shape));
+        if (!program.error.empty()) throw Error(program.error);
+        run_child(program.path.string(), {"--configs", configs, "--run-dirs", run_dirs, "--quiet"},
                   (first / "ensemble.log").string(), what);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "sweep: %s\n", e.what());
@@ -461,7 +542,7 @@ class SweepCommands {
   std::vector<std::string> by_;
   static constexpr int kMaxJobs = 4096;
   int jobs_ = 0;  // 0: cores / threads per run
-  bool dry_run_ = false, extend_ = false;
+  bool dry_run_ = false, extend_ = false, compile_only_ = false;
   bool quiet_ = false;
 };
 

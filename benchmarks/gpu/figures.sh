@@ -79,6 +79,21 @@ PY
 fi
 
 work=${WORK:-$root/runs/gpu-figures}  # the sweep folders, run folders and checkpoints included
+# The programs the files need that the build lacks (Fig. 5b/5c's S >= 32, Fig. 6's 42 shapes),
+# compiled into the shape cache on the CPU's cores while the GPU trains the first file: every core
+# but two (the training process drives the GPU from one). A sweep that reaches a program being
+# compiled waits for it (one lock per program) instead of compiling it again.
+# Its own session, so that the end of this script stops it and its compilers.
+compile_jobs=$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))
+# shellcheck disable=SC2016,SC2086
+setsid bash -c 'emergent=$1 backend=$2 jobs=$3 shard=$4; shift 4
+  for file; do
+    "$emergent" sweep "$file" --compile-only --backend "$backend" --jobs "$jobs" \
+      ${shard:+--shard "$shard"} || true
+  done' compile-ahead "$emergent" "$backend" "$compile_jobs" "${SHARD:-}" $files \
+  > "$out/compile.log" 2>&1 &
+compile_pid=$!
+trap 'kill -- "-$compile_pid" 2> /dev/null || true' EXIT
 for file in $files; do
   name=$(basename "$file" .toml)
   dir=$work/$name
