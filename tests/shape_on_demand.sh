@@ -2,7 +2,8 @@
 # A shape outside the prebuilt registry, compiled on demand (ctest shape_on_demand): the first
 # use compiles it into an empty cache (one "compiling ..." line), trains and evaluates; so does
 # the device backend's program (--backend thrust-omp) for that shape; the second
-# use of the same shape starts at once from the cache and gives the same numbers; a header edited
+# use of the same shape starts at once from the cache and gives the same numbers (and `sweep
+# --compile-only` finds both programs there); a header edited
 # after the build is refused in one line, not met with the build's stale precompiled header.
 #   tests/shape_on_demand.sh path/to/emergent
 set -euo pipefail
@@ -32,6 +33,26 @@ print(f"device program compiled on demand: worst |loss - cpu loss| {worst:.2e}")
 assert worst < 1e-4, worst
 PY
 test "$(ls "$dir/cache" | wc -l)" -eq 2
+
+# `emergent sweep --compile-only` finds both programs in the cache and compiles nothing; a
+# prebuilt shape needs no program on the CPU backend.
+cat > "$dir/sweep.toml" <<'TOML'
+[base]
+task = "linear-map"
+S = 4
+s = 2
+[[grid]]   # the shape above
+d_model = 32
+d_ff = 64
+[[grid]]   # the prebuilt linear-map shape
+d_model = 128
+TOML
+for backend in cpu thrust-omp; do
+  "$cli" sweep "$dir/sweep.toml" --compile-only --backend $backend 2> "$dir/compile.err"
+  if grep -q compiling "$dir/compile.err"; then echo "--compile-only compiled a cached program"; exit 1; fi
+done
+grep -q "2 programs for --backend thrust-omp ready, 0 failed" "$dir/compile.err"
+"$cli" sweep "$dir/sweep.toml" --compile-only 2>&1 | grep -q "1 programs for --backend cpu ready, 0 failed"
 
 start=$(date +%s%N)
 "$cli" train "${args[@]}" --out "$dir/second" > "$dir/second.txt" 2> "$dir/second.err"

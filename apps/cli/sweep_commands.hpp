@@ -96,8 +96,10 @@ class SweepCommands {
         "sweep", "run a grid of runs from a sweep file into a folder (resumable, shardable)");
     sweep_->add_option("file", file_, "sweep file (.toml or .json)");
     sweep_->add_option("--out", out_, "sweep folder");
-    sweep_->add_option("--jobs", jobs_, "runs at a time (default: cores / threads per run); with --compile-only or "
-                       "a device backend, compiles at a time")
+    sweep_
+        ->add_option("--jobs", jobs_,
+                     "runs at a time (default: cores / threads per run); with --compile-only or "
+                     "a device backend, compiles at a time")
         ->check(CLI::Range(1, kMaxJobs));
     sweep_->add_option("--shard", shard_,
                        "I/N: run only this share (default: the Slurm array task's, else 0/1)");
@@ -223,7 +225,8 @@ class SweepCommands {
     const std::map<std::string, Program> programs = compile_programs(training_configs(mine));
     std::size_t failed = 0;
     for (const auto& [what, program] : programs)
-      if (!program.error.empty()) ++failed, std::fprintf(stderr, "sweep: %s\n", program.error.c_str());
+      if (!program.error.empty())
+        ++failed, std::fprintf(stderr, "sweep: %s\n", program.error.c_str());
     std::fprintf(stderr, "sweep %s: %zu programs for --backend %s ready, %zu failed\n",
                  file_.c_str(), programs.size() - failed, backend_.c_str(), failed);
     return failed > 0 ? 1 : 0;

@@ -139,7 +139,7 @@ template <class MaxMembers>
 std::vector<std::vector<const PlannedRun*>> ensemble_groups(
     const std::vector<const PlannedRun*>& runs, MaxMembers max_members) {
   std::vector<std::vector<const PlannedRun*>> groups;
-  std::vector<PaddedMember> padded;                          // each group's
+  std::vector<PaddedMember> padded;                        // each group's
   std::map<std::string, std::vector<std::size_t>> by_key;  // shared settings -> their groups
   for (const PlannedRun* r : runs) {
     const TrainConfig config = train_config_from_json(r->config, "run " + r->id);
