@@ -234,6 +234,62 @@ TEST_CASE("device automaton sampler: every member's batch is CellularAutomaton::
                        doctest::Contains("sequence lengths"), emergent::Error);
 }
 
+// Member e's own batch [B_e, T_e] written into the corner of its block [B, T] of `tokens` by a
+// padded sampler; every other value is still `padding`.
+void check_padded_block(const std::vector<std::int32_t>& tokens, std::size_t e, int B, int T,
+                        const std::vector<std::int32_t>& own, int own_batch, int own_length,
+                        std::int32_t padding) {
+  CAPTURE(e);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const std::int32_t value = tokens[(e * B + b) * T + t];
+      if (b < own_batch && t < own_length)
+        CHECK(value == own[std::size_t(b) * own_length + t]);
+      else
+        CHECK(value == padding);
+    }
+}
+
+TEST_CASE("padded device samplers: each member's own batch in its corner, the padding as it was") {
+  const std::vector<std::uint64_t> seeds = {3, 11, 5}, steps = {2, 9, 0};
+  DeviceVector<std::uint64_t> seeds_device, steps_device;
+  cuda::copy_to_device<std::uint64_t>(seeds, seeds_device);
+  cuda::copy_to_device<std::uint64_t>(steps, steps_device);
+  const std::vector<int> batches = {6, 4, 5};
+  const int B = 6;
+  const std::int32_t padding = -7;  // never a token: what the samplers must not touch
+  auto run = [&](const auto& device, const auto& tasks) {
+    const int T = device.length();
+    DeviceVector<std::int32_t> inputs(seeds.size() * B * T, padding),
+        targets(inputs.size(), padding);
+    device.sample(raw(seeds_device), int(seeds.size()), raw(steps_device), B, raw(inputs),
+                  raw(targets));
+    const auto in_host = copy_to_host(inputs), out_host = copy_to_host(targets);
+    for (std::size_t e = 0; e < seeds.size(); ++e) {
+      const int length = tasks[e]->length();
+      std::vector<std::int32_t> in(std::size_t(batches[e]) * length), out(in.size());
+      tasks[e]->sample(seeds[e], steps[e], batches[e], in, out);
+      check_padded_block(in_host, e, B, T, in, batches[e], length, padding);
+      check_padded_block(out_host, e, B, T, out, batches[e], length, padding);
+    }
+  };
+  // linear maps of S = 4, 6 and 5 (7, 11 and 9 positions)
+  const emergent::LinearMap m4(4, 2, 1), m6(6, 3, 2), m5(5, 5, 3);
+  const std::vector<const emergent::LinearMap*> maps = {&m4, &m6, &m5};
+  const cuda::DeviceLinearMap device_maps(maps, batches);
+  CHECK(device_maps.length() == 11);
+  run(device_maps, maps);
+  // automata of 23, 15 and 17 positions (S x T = 4 x 6, 2 x 8 and 3 x 6 with 3 colours)
+  const emergent::CellularAutomaton a(4, 6), b(2, 8), c(3, 6, 3, 3, 1, 8, 4);
+  const std::vector<const emergent::CellularAutomaton*> automata = {&a, &b, &c};
+  const cuda::DeviceCellularAutomaton device_automata(automata, B, batches);
+  CHECK(device_automata.length() == 23);
+  run(device_automata, automata);
+  const std::vector<const emergent::LinearMap*> unequal = {&m4, &m6};
+  CHECK_THROWS_WITH_AS(cuda::DeviceLinearMap{unequal}, doctest::Contains("state sizes differ"),
+                       emergent::Error);
+}
+
 template <Shape S>
 void check_adamw_against_cpu() {
   const int E = 2;

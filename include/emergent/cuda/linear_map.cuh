@@ -2,11 +2,16 @@
 // Philox words as LinearMap::sample (key = that member's data seed, stream = t, word
 // (b << 32) + k / 32 holds bit k % 32 of x0), so a step's batch is the same on every backend.
 // Each member has its own matrix A (a mixed ensemble's members may differ in sparsity or matrix
-// seed) and its own step (members resumed from different checkpoints); S is common.
+// seed) and its own step (members resumed from different checkpoints). Members of different S
+// are padded (train/ensemble_trainer.cuh): each writes its own sequences, of its own length, into
+// the first rows and positions of its block of the ensemble's [batch, length()], and leaves the
+// padding as it is.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <emergent/core/error.hpp>
 #include <emergent/core/philox.hpp>
 #include <emergent/cuda/device_system.cuh>
 #include <emergent/tasks/linear_map.hpp>
@@ -17,21 +22,32 @@ namespace emergent::cuda {
 
 class DeviceLinearMap {
  public:
-  // tasks[e]: member e's (one task for all members: every member samples it).
-  explicit DeviceLinearMap(const std::vector<const LinearMap*>& tasks)
-      : state_size_(tasks.at(0)->state_size()) {
+  // tasks[e]: member e's (one task for all members: every member samples it). batches[e]: the
+  // sequences member e samples a step, when the members are padded (then the tasks' S may
+  // differ); empty: every member samples the batch sample() is given, and S is common.
+  explicit DeviceLinearMap(const std::vector<const LinearMap*>& tasks,
+                           const std::vector<int>& batches = {}) {
+    require(batches.empty() || batches.size() == tasks.size(), "DeviceLinearMap",
+            "needs one batch per member");
+    std::vector<Member> members;
     std::vector<std::uint8_t> matrices;
-    for (const LinearMap* task : tasks) {
-      require(task->state_size() == state_size_, "DeviceLinearMap",
-              "the members' state sizes differ; an ensemble has one sequence length");
-      matrices.insert(matrices.end(), task->matrix().begin(), task->matrix().end());
+    for (std::size_t e = 0; e < tasks.size(); ++e) {
+      const LinearMap& task = *tasks[e];
+      require(!batches.empty() || task.state_size() == tasks[0]->state_size(), "DeviceLinearMap",
+              "the members' state sizes differ: give each member's batch (a padded ensemble)");
+      members.push_back(
+          {task.state_size(), batches.empty() ? 0 : batches[e], std::int64_t(matrices.size())});
+      matrices.insert(matrices.end(), task.matrix().begin(), task.matrix().end());
+      length_ = std::max(length_, task.length());
     }
-    matrices_per_member_ = tasks.size() > 1;
+    per_member_ = tasks.size() > 1;
+    copy_to_device<Member>(members, members_);
     copy_to_device<std::uint8_t>(matrices, matrices_);
   }
   explicit DeviceLinearMap(const LinearMap& task) : DeviceLinearMap(std::vector{&task}) {}
 
-  int length() const { return 2 * state_size_ - 1; }
+  // The ensemble's sequence length: its longest member's.
+  int length() const { return length_; }
 
   // inputs, targets [E, batch, length()] of step `step`; seeds [E] on the device.
   void sample(const std::uint64_t* seeds, int members, std::uint64_t step, int batch,
@@ -45,7 +61,12 @@ class DeviceLinearMap {
     sample_at(seeds, members, StepPointer{steps}, batch, inputs, targets);
   }
 
-  // (Public: nvcc's device lambdas may not be in private member functions.)
+  // One member's map (public, as the two below: nvcc's device lambdas may not be in private
+  // member functions).
+  struct Member {
+    int state_size, batch;       // batch 0: the whole batch sample() is given
+    std::int64_t matrix_offset;  // its S x S matrix in the matrices of every member
+  };
   struct StepValue {
     std::uint64_t value;
     EMERGENT_HD std::uint64_t operator()(std::int64_t) const { return value; }
@@ -58,14 +79,18 @@ class DeviceLinearMap {
   template <class Step>
   void sample_at(const std::uint64_t* seeds, int members, Step step_of, int batch,
                  std::int32_t* inputs, std::int32_t* targets) const {
-    const int S = state_size_, T = length();
+    const int T = length_;
+    const Member* params = raw(members_);
     const std::uint8_t* matrices = raw(matrices_);
-    const bool per_member = matrices_per_member_;
+    const bool per_member = per_member_;
     for_each_index(std::int64_t(members) * batch, [=] EMERGENT_HD(std::int64_t i) {
       const std::int64_t e = i / batch;
-      const std::uint64_t step = step_of(e);
-      const std::uint64_t seed = seeds[e], b = std::uint64_t(i % batch);
-      const std::uint8_t* A = matrices + (per_member ? e * S * S : 0);
+      const Member m = params[per_member ? e : 0];
+      const std::uint64_t b = std::uint64_t(i % batch);
+      if (m.batch > 0 && b >= std::uint64_t(m.batch)) return;  // a padding row
+      const int S = m.state_size;
+      const std::uint64_t step = step_of(e), seed = seeds[e];
+      const std::uint8_t* A = matrices + m.matrix_offset;
       const std::array<std::uint32_t, 2> key{std::uint32_t(seed), std::uint32_t(seed >> 32)};
       std::int32_t* in = inputs + i * T;
       std::int32_t* out = targets + i * T;
@@ -101,9 +126,10 @@ class DeviceLinearMap {
   }
 
  private:
-  int state_size_;
-  bool matrices_per_member_ = false;
-  DeviceVector<std::uint8_t> matrices_;  // [E, S, S], or one [S, S] for all
+  int length_ = 0;
+  bool per_member_ = false;              // else one task for every member
+  DeviceVector<Member> members_;         // [E], or one for all
+  DeviceVector<std::uint8_t> matrices_;  // each member's [S, S], one after another
 };
 
 }  // namespace emergent::cuda

@@ -179,9 +179,7 @@ class EnsembleModel {
                             raw(targets), N, V);
     }
     OpScope scope("loss.member_means");
-    weighted_member_means(raw(losses_), raw(token_loss_), raw(loss_weights), members_, batch_,
-                          length_, per_token_, member_batches(),
-                          per_token_ ? raw(sequence_means_) : nullptr);
+    member_means(raw(losses_), 1, raw(token_loss_), raw(loss_weights));
   }
 
   // Whether the mixer keeps attention probabilities (dot attention: its twin's [E, B, H, T, T]
@@ -234,16 +232,12 @@ class EnsembleModel {
   void weighted_loss_on_device(double* out, std::int64_t out_stride,
                                const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
-    weighted_member_means(out, out_stride, raw(token_loss_), raw(weights), members_, batch_,
-                          length_, per_token_, member_batches(),
-                          per_token_ ? raw(sequence_means_) : nullptr);
+    member_means(out, out_stride, raw(token_loss_), raw(weights));
   }
   void weighted_accuracy_on_device(double* out, std::int64_t out_stride,
                                    const DeviceVector<float>& weights) {
     OpScope scope("loss.member_means");
-    weighted_member_means(out, out_stride, raw(token_correct_), raw(weights), members_, batch_,
-                          length_, per_token_, member_batches(),
-                          per_token_ ? raw(sequence_means_) : nullptr);
+    member_means(out, out_stride, raw(token_correct_), raw(weights));
   }
 
   // grads += dL/dparams of the last forward's loss, for every member.
@@ -317,6 +311,14 @@ class EnsembleModel {
   MixerGeometry geometry() const { return {members_, batch_, length_, std::int64_t(P)}; }
   const int* member_batches() const {
     return member_batches_.size() > 0 ? raw(member_batches_) : nullptr;
+  }
+  // out[e * out_stride] = member e's mean of `values` [E, B, T] under `weights`
+  // (cross_entropy.cuh's weighted_member_means in this ensemble's layout: per token or not, its
+  // members' own batches).
+  void member_means(double* out, std::int64_t out_stride, const float* values,
+                    const float* weights) {
+    weighted_member_means(out, out_stride, values, weights, members_, batch_, length_, per_token_,
+                          member_batches(), per_token_ ? raw(sequence_means_) : nullptr);
   }
 
   int members_, batch_, length_;

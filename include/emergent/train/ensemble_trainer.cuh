@@ -20,9 +20,9 @@
 // parameters on its fixed held-out set (the CPU's batches, train/compiled_model.hpp: the data
 // streams of steps kEvalStep, kEvalStep + 1, ...), and emergence reads them.
 // The batches are made on the device when every member's task is a linear map (cuda/
-// linear_map.cuh), or every member's a cellular automaton (cuda/cellular_automaton.cuh), and the
-// members are not padded; otherwise each member's on the host by its task, from the same Philox
-// streams, and copied. A task whose learnable positions and target move with the sequence (Dyck:
+// linear_map.cuh), or every member's a cellular automaton (cuda/cellular_automaton.cuh), padded
+// or not; otherwise each member's on the host by its task, from the same Philox streams, and
+// copied. A task whose learnable positions and target move with the sequence (Dyck:
 // the closers and their openers, tasks/task.hpp) has its loss weights, held-out part and bias
 // patterns made on the host for each batch and copied with it (then every member's weights are
 // per token: set_task_weights), and its analysis reads each sequence's attention against that
@@ -111,8 +111,7 @@ class EnsembleTrainer {
         step_(int(members_.size()), batch_, length_,
               {configs[0].beta1, configs[0].beta2, 1e-8, configs[0].weight_decay,
                configs[0].max_grad_norm},
-              decay_ranges(), padded_ ? std::nullopt : device_sampler(members_, batch_),
-              data_seeds(members_)) {}
+              decay_ranges(), device_sampler(members_, batch_, padded_), data_seeds(members_)) {}
 
   std::vector<RunSummary> run() {
     const TrainConfig& first = members_[0].config;
@@ -304,12 +303,16 @@ class EnsembleTrainer {
   }
 
   // The device's sampler of the members' tasks when every member's is a linear map, or every
-  // member's an automaton, else none (their batches are made on the host).
+  // member's an automaton, else none (their batches are made on the host). Padded members sample
+  // their own batch of their own length.
   static std::optional<DeviceSampler> device_sampler(const std::vector<EnsembleMember>& members,
-                                                     int batch) {
-    if (auto maps = tasks_of<LinearMap>(members)) return DeviceLinearMap(*maps);
+                                                     int batch, bool padded) {
+    std::vector<int> batches;
+    if (padded)
+      for (const EnsembleMember& m : members) batches.push_back(m.batch);
+    if (auto maps = tasks_of<LinearMap>(members)) return DeviceLinearMap(*maps, batches);
     if (auto automata = tasks_of<CellularAutomaton>(members))
-      return DeviceCellularAutomaton(*automata, batch);
+      return DeviceCellularAutomaton(*automata, batch, batches);
     return std::nullopt;
   }
   template <class Task>
