@@ -422,7 +422,8 @@ class SweepCommands {
   // one ensemble at a time (one device). An ensemble holds as many runs as 80% of the device's
   // memory holds by the estimate (train/memory_estimate.hpp; the program's --memory says how
   // much it has), or --max-members; a run too large for the device alone is refused by the
-  // program in one line, and the sweep goes on with the others. Rows as for the CPU.
+  // program in one line, and the sweep goes on with the others. The programs of the shapes the
+  // build lacks are compiled first, all at once (compile_programs). Rows as for the CPU.
   int run_ensembles(const std::filesystem::path& dir, const std::vector<const PlannedRun*>& todo,
                     const std::filesystem::path& rows_file) const {
     for (const PlannedRun* r : todo) {
