@@ -9,7 +9,8 @@ mkdir -p "$out" build-gpu
 deps=build-gpu-deps
 flags=(-std=c++20 -O3 --extended-lambda --expt-relaxed-constexpr -diag-suppress=20012,1675,128
        -arch="${CUDA_ARCH:-native}" -Xcompiler=-fopenmp,-march=native,-Wno-unknown-pragmas,-Wno-parentheses
-       -Iinclude -isystem "$deps/include" -isystem "$deps/include/eigen3" -lcublas)
+       -Iinclude -isystem "$deps/include" -isystem "$deps/include/eigen3" -lcublas
+       -l:libz.so.1)  # zlib (the nca task): its runtime, which has no unversioned libz.so there
 start=$(date +%s)
 nvcc "${flags[@]}" tests/device/cuda_tests.cu -o build-gpu/emergent_cuda_tests 2> "$out/build_tests.txt" &
 a=$!

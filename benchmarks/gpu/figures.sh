@@ -55,12 +55,12 @@ json.dump([{"directory": f"{root}/build-gpu", "file": source,
 json.dump({"source_dir": root, "compile_commands": f"{root}/build-gpu/compile_commands.json",
            "reference_source": "", "program_objects": [], "link_flags": [],
            "device": {"cuda": {"reference_source": source,
-                               "link_flags": ["-lcublas", "-Xcompiler=-fopenmp"]}}},
+                               "link_flags": ["-lcublas", "-Xcompiler=-fopenmp", "-l:libz.so.1"]}}},
           open(f"{root}/build-gpu/shape_compiler.json", "w"), indent=1)
 PY
   echo "== build"; build_start=$(date +%s)
   # shellcheck disable=SC2086
-  "$nvcc" $cuda_flags apps/device/ensemble.cu -lcublas -o build-gpu/emergent_ensemble_cuda &
+  "$nvcc" $cuda_flags apps/device/ensemble.cu -lcublas -l:libz.so.1 -o build-gpu/emergent_ensemble_cuda &
   nvcc_pid=$!
   cxx_flags=(-std=c++20 -O3 -march=native -fopenmp -w -Iinclude -Iapps -isystem "$deps/include"
              -isystem "$deps/include/eigen3"
