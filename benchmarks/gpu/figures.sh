@@ -6,12 +6,16 @@
 # S >= 32 and Fig. 6's widths, compiled on demand with nvcc), each under the time that is left.
 #
 # Resumable: a sweep writes each finished ensemble's rows at once, so what the time limit cuts
-# off is only the ensembles still training. Carry the previous call's $OUT/figures back (its
-# sweep.json and rows/; FIGURES_FROM=that folder) and the next call skips the runs done.
-# Output: $OUT/figures/<file>/, a sweep folder without checkpoints (sweep.json; rows/*.jsonl as a
-# CPU sweep writes them and results.jsonl, their collection; runs/<id>/ with config.json,
-# metrics.jsonl and summary.json), which scripts/plot.py takes as it takes a CPU sweep's;
-# $OUT/figures/times.txt; the log. The whole sweep folders stay in $WORK (runs/gpu-figures).
+# off is only the ensembles still training. Unpack the previous call's archive here and carry
+# that folder (`mkdir prev && cat figures.tar.gz* | tar -xz -C prev`; FIGURES_FROM=prev): the
+# next call skips the runs done.
+# Output: for each file a sweep folder without checkpoints, <file>/ (sweep.json; rows/*.jsonl as
+# a CPU sweep writes them and results.jsonl, their collection; runs/<id>/ with config.json,
+# metrics.jsonl and summary.json), which scripts/plot.py takes as it takes a CPU sweep's, all in
+# one archive, $OUT/figures.tar.gz (in 15 MiB parts, figures.tar.gz.00, .01, ..., when larger):
+# what comes back from a GPU machine is at most 8 files, none more than two folders down. Beside
+# it $OUT/figures/times.txt, compile.log and the log. ARCHIVE=0 leaves the folders unpacked in
+# $OUT/figures instead. The whole sweep folders stay in $WORK (runs/gpu-figures).
 #
 #   bash benchmarks/gpu.sh --gather      here first: the header-only dependencies, carried
 #   bash benchmarks/gpu/figures.sh        there (carry build-gpu-deps)
@@ -120,4 +124,22 @@ for file in $files; do
   echo "$name: $rows of $runs runs done, $(($(date +%s) - file_start)) s ($state; $backend${SHARD:+, shard $SHARD}; $(date -u +%F))" \
     | tee -a "$out/times.txt"
 done
+if [ "${ARCHIVE:-1}" = 1 ]; then  # the folders as one archive (the header says why)
+  archive=$(dirname "$out")/figures.tar.gz
+  rm -f "$archive" "$archive".*
+  names=()
+  for file in $files; do
+    name=$(basename "$file" .toml)
+    [ -d "$out/$name" ] && names+=("$name")
+  done
+  if [ ${#names[@]} -gt 0 ]; then
+    tar -czf "$archive" -C "$out" "${names[@]}"
+    rm -rf "${names[@]/#/$out/}"
+    if [ "$(stat -c %s "$archive")" -gt $((15 * 1024 * 1024)) ]; then
+      split -b 15m -d "$archive" "$archive."
+      rm "$archive"
+    fi
+    ls -l "$archive"*
+  fi
+fi
 echo "== done in $(($(date +%s) - started)) s: $out"
