@@ -2,9 +2,10 @@
 # The one script for a GPU machine (docs/cuda.md): builds the CUDA targets with nvcc, runs the
 # device tests against the reference, and measures the device ensemble beside PyTorch and JAX on
 # the same GPU. Everything it measures goes to $OUT (default runs/gpu): gpu.log, cuda_tests.txt,
-# emergent.jsonl (one row per ensemble run, its precision named), profile_after_*.txt (the per-op
-# breakdown), counts_graph_*.txt, peers.json. Meant to finish in under 8 minutes on an H200 with
-# 16 cores (each part has a time limit).
+# emergent.jsonl (one row per ensemble run, its precision named), profiles.txt (the per-op
+# breakdowns, profile_after_*.txt, and the graph's launch counts, counts_graph_*.txt, one after
+# another: a GPU machine returns at most 8 files), peers.json. Meant to finish in under 8 minutes
+# on an H200 with 16 cores (each part has a time limit).
 #
 # That machine reaches no package registry, so the header-only dependencies travel with the
 # tree: on this side run `bash benchmarks/gpu.sh --gather` (copies Eigen, nlohmann/json, CLI11,
@@ -99,6 +100,16 @@ EMERGENT_DEVICE_COUNTS="$out/counts_graph_linear-map_E16.txt" build-gpu/emergent
   --config "$dir/config.json" --seeds 0-15 --out "$dir/run" --quiet > /dev/null 2>&1 || true
 cat "$out/counts_graph_linear-map_E16.txt" || true
 rm -rf "$dir"
+
+# At most 8 files come back from a GPU machine (the device tool's limit): the four profiles and
+# the counts as one file.
+for file in "$out"/profile_*.txt "$out"/counts_*.txt; do
+  [ -f "$file" ] || continue
+  echo "== $(basename "$file")"
+  cat "$file"
+  rm "$file"
+done > "$out/profiles.txt.tmp"
+mv "$out/profiles.txt.tmp" "$out/profiles.txt"
 
 echo "== peers on the same GPU: the linear map, S = 16, 4,096 tokens per step per seed"
 echo "   (200 timed steps after 10 of warm-up, median of 3 repeats; stopped after ${PEERS_LIMIT:-170} s,"
