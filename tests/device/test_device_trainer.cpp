@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <emergent/cuda/dot_attention.cuh>
 #include <emergent/io/safetensors.hpp>
 #include <emergent/mixers/dot_attention.hpp>
@@ -323,3 +324,46 @@ TEST_CASE("mixed device ensemble with Dyck: weights, bias and analysis per seque
 }
 
 }  // namespace
+
+// Finished members leave the device ensemble (EnsembleTrainer::compact: once they are a quarter of
+// it): the members still training keep their numbers to the bit, as if the finished ones had
+// stayed frozen in it (EMERGENT_DEVICE_COMPACT=0). Padded, with the bias, held-out evaluation and
+// analysis on members that outlive two compactions, and the summaries in the configs' order.
+TEST_CASE("device ensemble without its finished members: the same bits as with them") {
+  const TempDir tmp("compact");
+  std::vector<TrainConfig> configs = {linear_map(1, 1, 40), linear_map(2, 2, 10),
+                                      linear_map(2, 3, 30), linear_map(3, 4, 20)};
+  configs[0].task_params["S"] = 4;  // padded: 15 sequences of 7 positions beside 10 of 11
+  configs[0].bias = 1.5;
+  configs[0].eval_every = 5;
+  configs[0].analysis_every = 5;
+  configs[2].eval_every = 10;
+  configs[2].bias = 2;
+  configs[3].save_attention_at = "15";
+  auto train = [&](const char* compact, const std::string& name) {
+    REQUIRE(setenv("EMERGENT_DEVICE_COMPACT", compact, 1) == 0);
+    std::vector<fs::path> dirs;
+    for (std::size_t e = 0; e < configs.size(); ++e)
+      dirs.push_back(tmp.path / (name + std::to_string(e)));
+    const std::vector<emergent::RunSummary> summaries =
+        emergent::cuda::EnsembleTrainer<emergent::DotAttention, kShape>(configs, dirs, false).run();
+    REQUIRE(unsetenv("EMERGENT_DEVICE_COMPACT") == 0);
+    return summaries;
+  };
+  const std::vector<emergent::RunSummary> kept = train("0", "kept_"),
+                                          dropped = train("1", "dropped_");
+  for (std::size_t e = 0; e < configs.size(); ++e) {
+    CAPTURE(e);
+    const fs::path a = tmp.path / ("kept_" + std::to_string(e)),
+                   b = tmp.path / ("dropped_" + std::to_string(e));
+    CHECK(read_metrics(a) == read_metrics(b));
+    CHECK(dropped[e].steps_done == configs[e].steps);
+    CHECK(kept[e].final_loss == dropped[e].final_loss);
+    CHECK(kept[e].eval.loss == dropped[e].eval.loss);
+    for (std::int64_t step = 10; step <= configs[e].steps; step += 10)
+      CHECK(read_bytes(emergent::checkpoint_path(a, step)) ==
+            read_bytes(emergent::checkpoint_path(b, step)));
+  }
+  CHECK(read_bytes(emergent::attention_snapshot_path(tmp.path / "kept_3", 15)) ==
+        read_bytes(emergent::attention_snapshot_path(tmp.path / "dropped_3", 15)));
+}

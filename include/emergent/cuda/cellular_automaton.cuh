@@ -25,10 +25,11 @@ class DeviceCellularAutomaton {
  public:
   // tasks[e]: member e's automaton; batch: the ensemble's sequences a step. batches[e]: the
   // sequences member e samples, when the members are padded (then their lengths may differ);
-  // empty: every member samples `batch`, and the length is common.
+  // empty: every member samples `batch`, and the length is common. length: the ensemble's
+  // sequence length, at least every member's (0: the longest member's).
   DeviceCellularAutomaton(const std::vector<const CellularAutomaton*>& tasks, int batch,
-                          const std::vector<int>& batches = {})
-      : members_(int(tasks.size())), batch_(batch) {
+                          const std::vector<int>& batches = {}, int length = 0)
+      : length_(length), members_(int(tasks.size())), batch_(batch) {
     require(batches.empty() || batches.size() == tasks.size(), "DeviceCellularAutomaton",
             "needs one batch per member");
     std::vector<Member> members;
@@ -45,6 +46,8 @@ class DeviceCellularAutomaton {
                          batches.empty() ? batch : batches[e], std::int64_t(pool.size())});
       for (const std::vector<int>& table : task.rule_tables())
         pool.insert(pool.end(), table.begin(), table.end());
+      require(length == 0 || task.length() <= length, "DeviceCellularAutomaton",
+              "a member's sequence is longer than the ensemble's");
       length_ = std::max(length_, task.length());
     }
     copy_to_device<Member>(members, members_device_);
@@ -101,7 +104,7 @@ class DeviceCellularAutomaton {
  private:
   // Scratch per token of a sequence: its S T cells, and 2 S <= 2 S T for the states between.
   static constexpr int kScratchPerToken = 3;
-  int length_ = 0, members_, batch_;  // length_: the longest member's
+  int length_, members_, batch_;  // length_: the ensemble's
   DeviceVector<Member> members_device_;
   DeviceVector<int> pool_;             // every member's N tables of C^W colours, one after another
   mutable DeviceVector<int> scratch_;  // [E, batch, 3 (length + 1)]

@@ -24,9 +24,11 @@ class DeviceLinearMap {
  public:
   // tasks[e]: member e's (one task for all members: every member samples it). batches[e]: the
   // sequences member e samples a step, when the members are padded (then the tasks' S may
-  // differ); empty: every member samples the batch sample() is given, and S is common.
+  // differ); empty: every member samples the batch sample() is given, and S is common. length:
+  // the ensemble's sequence length, at least every task's (0: the longest task's).
   explicit DeviceLinearMap(const std::vector<const LinearMap*>& tasks,
-                           const std::vector<int>& batches = {}) {
+                           const std::vector<int>& batches = {}, int length = 0)
+      : length_(length) {
     require(batches.empty() || batches.size() == tasks.size(), "DeviceLinearMap",
             "needs one batch per member");
     std::vector<Member> members;
@@ -38,6 +40,8 @@ class DeviceLinearMap {
       members.push_back(
           {task.state_size(), batches.empty() ? 0 : batches[e], std::int64_t(matrices.size())});
       matrices.insert(matrices.end(), task.matrix().begin(), task.matrix().end());
+      require(length == 0 || task.length() <= length, "DeviceLinearMap",
+              "a member's sequence is longer than the ensemble's");
       length_ = std::max(length_, task.length());
     }
     per_member_ = tasks.size() > 1;
@@ -46,7 +50,7 @@ class DeviceLinearMap {
   }
   explicit DeviceLinearMap(const LinearMap& task) : DeviceLinearMap(std::vector{&task}) {}
 
-  // The ensemble's sequence length: its longest member's.
+  // The ensemble's sequence length: as given, else its longest member's.
   int length() const { return length_; }
 
   // inputs, targets [E, batch, length()] of step `step`; seeds [E] on the device.

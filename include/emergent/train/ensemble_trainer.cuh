@@ -87,6 +87,7 @@ struct EnsembleMember {
   std::vector<std::int64_t> snapshot_steps;  // save_attention_at, sorted
   std::string failure;                       // why it stopped on a non-finite loss, if it did
   int batch = 0, length = 0;  // its own sequences per step and positions (the ensemble's: most)
+  int index = 0;              // its place among the ensemble's configs
 };
 
 template <template <Shape, class> class MixerT, Shape S,
@@ -108,15 +109,15 @@ class EnsembleTrainer {
         padded_(std::any_of(
             members_.begin(), members_.end(),
             [&](const EnsembleMember& m) { return m.batch != batch_ || m.length != length_; })),
-        step_(int(members_.size()), batch_, length_,
-              {configs[0].beta1, configs[0].beta2, 1e-8, configs[0].weight_decay,
-               configs[0].max_grad_norm},
-              decay_ranges(), device_sampler(members_, batch_, padded_), data_seeds(members_)) {}
+        step_(std::in_place, int(members_.size()), batch_, length_, adamw_config(configs[0]),
+              decay_ranges(), device_sampler(members_, batch_, length_, padded_),
+              data_seeds(members_)) {}
 
   std::vector<RunSummary> run() {
     const TrainConfig& first = members_[0].config;
     if (first.threads > 0) set_thread_count(first.threads);
-    const int E = int(members_.size()), B = batch_, T = length_;
+    int E = int(members_.size());
+    const int B = batch_, T = length_;
     for (EnsembleMember& m : members_) {
       std::error_code error;
       std::filesystem::create_directories(m.run_dir, error);
@@ -161,14 +162,14 @@ class EnsembleTrainer {
         steps[e] = m.start + t;
         lrs[e] = m.done_at ? 0.0 : m.schedule.at(steps[e]);
       }
-      if (!step_.samples_on_device()) {
+      if (!step_->samples_on_device()) {
         OpScope scope("data.sample_host");
         for (int e = 0; e < E; ++e)
           if (!members_[e].done_at) sample_member(e, std::uint64_t(steps[e]), inputs, targets);
-        step_.upload_batch(inputs, targets);
+        step_->upload_batch(inputs, targets);
         if (sequence_tasks_) upload_sequence_weights(inputs, targets, steps, weights_, true);
       }
-      step_.run(steps, lrs);  // returns at once: the device runs on
+      step_->run(steps, lrs);  // returns at once: the device runs on
       // does a member log, checkpoint, finish, or read its attention (a member with targets
       // per sequence: each sequence's) at this step?
       bool any = false, attention = false, sequences = false;
@@ -180,17 +181,17 @@ class EnsembleTrainer {
               sequences || (m.setup.task->weights_per_sequence() && analysed(m, m.start + t));
         }
       if (any) {  // the host waits here, and only here
-        const std::vector<MemberReport> report = step_.report(predictable_);
+        const std::vector<MemberReport> report = step_->report(predictable_);
         stop_nonfinite(report);
         const std::vector<double> maps =
-            attention ? step_.model.batch_averaged_attention() : std::vector<double>();
+            attention ? step_->model.batch_averaged_attention() : std::vector<double>();
         const std::vector<std::vector<float>> sequence_maps =
-            sequences ? step_.model.sequence_attention() : std::vector<std::vector<float>>();
+            sequences ? step_->model.sequence_attention() : std::vector<std::vector<float>>();
         const std::vector<HeldOutLosses> held_out =
-            evaluates(t) ? step_.held_out(held_inputs_, held_targets_, held_batches_, predictable_,
-                                          [&](int b) {
-                                            if (sequence_tasks_) upload(held_weights_[b]);
-                                          })
+            evaluates(t) ? step_->held_out(held_inputs_, held_targets_, held_batches_, predictable_,
+                                           [&](int b) {
+                                             if (sequence_tasks_) upload(held_weights_[b]);
+                                           })
                          : std::vector<HeldOutLosses>();
         const std::size_t per_member = maps.size() / E;
         for (int e = 0; e < E; ++e) {
@@ -229,6 +230,14 @@ class EnsembleTrainer {
             save(e, step + 1);
           }
         }
+        if (compacts()) {
+          compact(metrics);
+          E = int(members_.size());
+          inputs.resize(std::size_t(E) * B * T);
+          targets.resize(inputs.size());
+          steps.resize(E);
+          lrs.resize(E);
+        }
       }
       counter.end(any);
       if (profile_path) {
@@ -256,7 +265,11 @@ class EnsembleTrainer {
       write_profile(counts_path, counter, wall, t, false);
     }
     std::string failures;
-    for (EnsembleMember& m : members_) {
+    for (EnsembleMember& m : members_) finished_.push_back(std::move(m));
+    members_.clear();
+    std::sort(finished_.begin(), finished_.end(),  // in the order of the configs
+              [](const EnsembleMember& a, const EnsembleMember& b) { return a.index < b.index; });
+    for (EnsembleMember& m : finished_) {
       if (!m.failure.empty()) {
         failures += (failures.empty() ? "" : "\n") + m.failure;
         continue;
@@ -272,6 +285,61 @@ class EnsembleTrainer {
 
  private:
   static constexpr std::int64_t kProfileWarmup = 5;
+
+  static AdamWConfig adamw_config(const TrainConfig& c) {
+    return {c.beta1, c.beta2, 1e-8, c.weight_decay, c.max_grad_norm};
+  }
+
+  // Whether to drop the finished members from the device ensemble now: once they are a quarter
+  // of it or more. A finished member is frozen (learning rate 0) but would otherwise still cost
+  // its forward and backward every step until the last member finishes (in a sweep whose runs
+  // mostly stop early, most of the work). EMERGENT_DEVICE_COMPACT=0 keeps them.
+  bool compacts() const {
+    const int E = int(members_.size()), live = running();
+    if (live == 0 || 4 * (E - live) < E) return false;
+    const char* compact = std::getenv("EMERGENT_DEVICE_COMPACT");
+    return !(compact && std::string(compact) == "0");
+  }
+
+  // A new device ensemble of the members still training, each with its parameters, AdamW moments
+  // and update count, in the same layout (batch_, length_; weights per token if they were), so
+  // that every sum of a member keeps its order: under OpenMP a member's numbers are the same bits
+  // as without the compaction (test_device_trainer.cpp). The finished members, their checkpoints
+  // and final parameters taken already, wait in finished_ for their summaries.
+  void compact(std::vector<std::ofstream>& metrics) {
+    std::vector<float> params, first, second;
+    std::vector<std::int64_t> updates;
+    std::vector<EnsembleMember> live;
+    std::vector<std::ofstream> live_metrics;
+    for (std::size_t e = 0; e < members_.size(); ++e) {
+      if (members_[e].done_at) {
+        finished_.push_back(std::move(members_[e]));
+        continue;
+      }
+      const auto append = [&](const DeviceVector<float>& from, std::vector<float>& to) {
+        const std::vector<float> values = copy_to_host(from, e * P, P);
+        to.insert(to.end(), values.begin(), values.end());
+      };
+      append(step_->model.params, params);
+      append(step_->optimizer.first_moment(), first);
+      append(step_->optimizer.second_moment(), second);
+      updates.push_back(step_->optimizer.steps(int(e)));
+      live.push_back(std::move(members_[e]));
+      live_metrics.push_back(std::move(metrics[e]));
+    }
+    members_ = std::move(live);
+    metrics = std::move(live_metrics);
+    step_.reset();
+    step_.emplace(int(members_.size()), batch_, length_, adamw_config(members_[0].config),
+                  decay_ranges(), device_sampler(members_, batch_, length_, padded_),
+                  data_seeds(members_));
+    copy_to_device<float>(params, step_->model.params);
+    copy_to_device<float>(first, step_->optimizer.first_moment());
+    copy_to_device<float>(second, step_->optimizer.second_moment());
+    for (std::size_t e = 0; e < updates.size(); ++e) step_->optimizer.set_steps(int(e), updates[e]);
+    set_task_weights();
+    sample_held_out_sets();
+  }
 
   // The members, their configs checked (each alone, then that they form one ensemble).
   static std::vector<EnsembleMember> make_members(const std::vector<TrainConfig>& configs,
@@ -296,6 +364,7 @@ class EnsembleTrainer {
       m.length = m.setup.task->length();
       m.snapshot_steps = attention_snapshot_steps(c.save_attention_at, where[e]);
       m.schedule = {c.lr, c.warmup_steps, parse_schedule_kind(c.schedule), c.steps, c.min_lr_ratio};
+      m.index = int(e);
       members.push_back(std::move(m));
     }
     require_one_ensemble(configs, where);
@@ -304,15 +373,16 @@ class EnsembleTrainer {
 
   // The device's sampler of the members' tasks when every member's is a linear map, or every
   // member's an automaton, else none (their batches are made on the host). Padded members sample
-  // their own batch of their own length.
+  // their own batch of their own length into the ensemble's [batch, length] (which, once the
+  // longest have finished and left it, may be longer than any member's: compact()).
   static std::optional<DeviceSampler> device_sampler(const std::vector<EnsembleMember>& members,
-                                                     int batch, bool padded) {
+                                                     int batch, int length, bool padded) {
     std::vector<int> batches;
     if (padded)
       for (const EnsembleMember& m : members) batches.push_back(m.batch);
-    if (auto maps = tasks_of<LinearMap>(members)) return DeviceLinearMap(*maps, batches);
+    if (auto maps = tasks_of<LinearMap>(members)) return DeviceLinearMap(*maps, batches, length);
     if (auto automata = tasks_of<CellularAutomaton>(members))
-      return DeviceCellularAutomaton(*automata, batch, batches);
+      return DeviceCellularAutomaton(*automata, batch, batches, length);
     return std::nullopt;
   }
   template <class Task>
@@ -368,6 +438,7 @@ class EnsembleTrainer {
   // Each member's fixed held-out batches, as the CPU's held_out_losses samples them (batch b is
   // the data stream of step kEvalStep + b), for the largest eval_batches of the members.
   void sample_held_out_sets() {
+    held_batches_.clear(), held_inputs_.clear(), held_targets_.clear(), held_weights_.clear();
     int most = 0;
     for (const EnsembleMember& m : members_) {
       held_batches_.push_back(m.config.eval_every > 0 ? m.config.eval_batches : 1);
@@ -402,10 +473,11 @@ class EnsembleTrainer {
   // per sequence ([E, B, T, T]) only if such a task is biased, else one per member in the corner.
   void set_task_weights() {
     const std::size_t B = batch_, T = length_, TT = T * T;
+    targets_.clear(), strengths_.clear(), weights_ = {};
     sequence_tasks_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
       return m.setup.task->weights_per_sequence();
     });
-    per_token_ = padded_ || sequence_tasks_;
+    per_token_ = per_token_ || padded_ || sequence_tasks_;  // once per token, kept (compact)
     // patterns per sequence only for a biased member whose target moves with the sequence (else
     // one per member, the member's in the corner of the ensemble's [T, T])
     sequence_patterns_ = std::any_of(members_.begin(), members_.end(), [](const EnsembleMember& m) {
@@ -439,15 +511,15 @@ class EnsembleTrainer {
           place<float>(pattern, 1, m.length, m.length, patterns, b * TT, T);
       append(weights_.patterns, patterns);
     }
-    if (per_token_) step_.model.set_weights_per_token();
+    if (per_token_) step_->model.set_weights_per_token();
     if (padded_) {
       std::vector<int> batches;
       for (const EnsembleMember& m : members_) batches.push_back(m.batch);
-      step_.model.set_member_batches(batches);
+      step_->model.set_member_batches(batches);
     }
-    copy_to_device<float>(weights_.full, step_.model.loss_weights);
+    copy_to_device<float>(weights_.full, step_->model.loss_weights);
     copy_to_device<float>(weights_.predictable, predictable_);
-    step_.model.set_bias(weights_.patterns, strengths_);  // also unbiased: the strengths say off
+    step_->model.set_bias(weights_.patterns, strengths_);  // also unbiased: the strengths say off
   }
 
   // Copies `count` blocks of `rows` x `width` values (one after another in `from`) into `to` from
@@ -529,9 +601,9 @@ class EnsembleTrainer {
     upload(into);
   }
   void upload(const TaskWeights& weights) {
-    copy_to_device<float>(weights.full, step_.model.loss_weights);
+    copy_to_device<float>(weights.full, step_->model.loss_weights);
     copy_to_device<float>(weights.predictable, predictable_);
-    if (sequence_patterns_) step_.model.set_bias(weights.patterns, strengths_);
+    if (sequence_patterns_) step_->model.set_bias(weights.patterns, strengths_);
   }
 
   // Member e's batch-averaged maps [layer][head][T][T] (the device's, over its own sequences)
@@ -580,7 +652,7 @@ class EnsembleTrainer {
   void finish(int e, std::int64_t steps_done) {
     EnsembleMember& m = members_[e];
     if (m.saved_step != steps_done) save(e, steps_done);
-    m.final_params = copy_to_host(step_.model.params, std::size_t(e) * P, P);
+    m.final_params = copy_to_host(step_->model.params, std::size_t(e) * P, P);
     m.done_at = steps_done;
     m.wall = seconds_since(started_);
   }
@@ -656,10 +728,10 @@ class EnsembleTrainer {
       text += line;
       text += profiler.table();
     }
-    if (step_.graph_launches() > 0) {
+    if (step_->graph_launches() > 0) {
       std::snprintf(line, sizeof line,
                     "each step's device part is one CUDA graph of %lld launches\n",
-                    (long long)step_.graph_launches());
+                    (long long)step_->graph_launches());
       text += line;
     }
     auto per = [&](const char* what, const DeviceCounts& c, std::int64_t n) {
@@ -714,22 +786,22 @@ class EnsembleTrainer {
         std::filesystem::remove(m.run_dir / "metrics.jsonl");
         m.history = RunHistory{};
         m.start = 0;
-        step_.optimizer.set_steps(int(e), 0);
+        step_->optimizer.set_steps(int(e), 0);
       } else {
         const CheckpointState state = load_checkpoint(
             *latest, tensors, p, std::span(m1).subspan(e * P, P), std::span(m2).subspan(e * P, P));
         m.start = m.saved_step = state.step;
         m.history = RunHistory::resume(m.run_dir, state.step, m.setup.thresholds.metric);
-        step_.optimizer.set_steps(int(e), state.optimizer_steps);
+        step_->optimizer.set_steps(int(e), state.optimizer_steps);
       }
       if (m.start >= m.config.steps || m.history.stopped_below(m.config.stop_below)) {
         m.done_at = m.start;
         m.final_params.assign(p.begin(), p.end());
       }
     }
-    copy_to_device<float>(all, step_.model.params);
-    copy_to_device<float>(m1, step_.optimizer.first_moment());
-    copy_to_device<float>(m2, step_.optimizer.second_moment());
+    copy_to_device<float>(all, step_->model.params);
+    copy_to_device<float>(m1, step_->optimizer.first_moment());
+    copy_to_device<float>(m2, step_->optimizer.second_moment());
     if (show_progress_)
       for (const EnsembleMember& m : members_)
         if (m.start > 0)
@@ -740,11 +812,11 @@ class EnsembleTrainer {
   // Member e's checkpoint after `step` updates.
   void save(int e, std::int64_t step) {
     const std::size_t at = std::size_t(e) * P;
-    const std::vector<float> p = copy_to_host(step_.model.params, at, P),
-                             m1 = copy_to_host(step_.optimizer.first_moment(), at, P),
-                             m2 = copy_to_host(step_.optimizer.second_moment(), at, P);
+    const std::vector<float> p = copy_to_host(step_->model.params, at, P),
+                             m1 = copy_to_host(step_->optimizer.first_moment(), at, P),
+                             m2 = copy_to_host(step_->optimizer.second_moment(), at, P);
     save_checkpoint(checkpoint_path(members_[e].run_dir, step), Net::tensors(), p, m1, m2,
-                    {step, step_.optimizer.steps(e), members_[e].config_text});
+                    {step, step_->optimizer.steps(e), members_[e].config_text});
     members_[e].saved_step = step;
   }
 
@@ -753,7 +825,8 @@ class EnsembleTrainer {
   std::vector<EnsembleMember> members_;
   int batch_, length_;  // the most sequences and positions of a member
   bool padded_;         // members of different lengths or batches, padded to those
-  EnsembleStep<MixerT, S, ChannelT> step_;
+  std::optional<EnsembleStep<MixerT, S, ChannelT>> step_;  // anew when it compacts
+  std::vector<EnsembleMember> finished_;                   // members compacted away
   // each member's attention target: its task's [T, T], or, with targets per sequence, the
   // [B, T, T] of the batch last analysed or biased
   std::vector<std::vector<float>> targets_;
