@@ -233,8 +233,8 @@ class EnsembleTrainer {
         if (compacts()) {
           compact(metrics);
           E = int(members_.size());
-          inputs.resize(std::size_t(E) * B * T);
-          targets.resize(inputs.size());
+          inputs.assign(std::size_t(E) * B * T, 0);  // the padding token 0 again
+          targets.assign(inputs.size(), 0);
           steps.resize(E);
           lrs.resize(E);
         }
