@@ -296,7 +296,9 @@ class EnsembleTrainer {
   // mostly stop early, most of the work). EMERGENT_DEVICE_COMPACT=0 keeps them.
   bool compacts() const {
     const int E = int(members_.size()), live = running();
-    if (live == 0 || 4 * (E - live) < E) return false;
+    return compacting_ && live > 0 && 4 * (E - live) >= E;
+  }
+  static bool compacting_wanted() {
     const char* compact = std::getenv("EMERGENT_DEVICE_COMPACT");
     return !(compact && std::string(compact) == "0");
   }
@@ -307,7 +309,10 @@ class EnsembleTrainer {
   // as without the compaction (test_device_trainer.cpp). The finished members, their checkpoints
   // and final parameters taken already, wait in finished_ for their summaries.
   void compact(std::vector<std::ofstream>& metrics) {
-    std::vector<float> params, first, second;
+    const std::vector<float> params = copy_to_host(step_->model.params),
+                             first = copy_to_host(step_->optimizer.first_moment()),
+                             second = copy_to_host(step_->optimizer.second_moment());
+    std::vector<float> live_params, live_first, live_second;
     std::vector<std::int64_t> updates;
     std::vector<EnsembleMember> live;
     std::vector<std::ofstream> live_metrics;
@@ -316,13 +321,9 @@ class EnsembleTrainer {
         finished_.push_back(std::move(members_[e]));
         continue;
       }
-      const auto append = [&](const DeviceVector<float>& from, std::vector<float>& to) {
-        const std::vector<float> values = copy_to_host(from, e * P, P);
-        to.insert(to.end(), values.begin(), values.end());
-      };
-      append(step_->model.params, params);
-      append(step_->optimizer.first_moment(), first);
-      append(step_->optimizer.second_moment(), second);
+      for (auto [from, to] : {std::pair{&params, &live_params}, std::pair{&first, &live_first},
+                              std::pair{&second, &live_second}})
+        to->insert(to->end(), from->begin() + e * P, from->begin() + (e + 1) * P);
       updates.push_back(step_->optimizer.steps(int(e)));
       live.push_back(std::move(members_[e]));
       live_metrics.push_back(std::move(metrics[e]));
@@ -333,9 +334,7 @@ class EnsembleTrainer {
     step_.emplace(int(members_.size()), batch_, length_, adamw_config(members_[0].config),
                   decay_ranges(), device_sampler(members_, batch_, length_, padded_),
                   data_seeds(members_));
-    copy_to_device<float>(params, step_->model.params);
-    copy_to_device<float>(first, step_->optimizer.first_moment());
-    copy_to_device<float>(second, step_->optimizer.second_moment());
+    upload_state(live_params, live_first, live_second);
     for (std::size_t e = 0; e < updates.size(); ++e) step_->optimizer.set_steps(int(e), updates[e]);
     set_task_weights();
     sample_held_out_sets();
@@ -799,14 +798,20 @@ class EnsembleTrainer {
         m.final_params.assign(p.begin(), p.end());
       }
     }
-    copy_to_device<float>(all, step_->model.params);
-    copy_to_device<float>(m1, step_->optimizer.first_moment());
-    copy_to_device<float>(m2, step_->optimizer.second_moment());
+    upload_state(all, m1, m2);
     if (show_progress_)
       for (const EnsembleMember& m : members_)
         if (m.start > 0)
           std::fprintf(stderr, "%s: resuming from step %lld\n", m.run_dir.c_str(),
                        (long long)m.start);
+  }
+
+  // Every member's parameters and both AdamW moments, [E, P] each, onto the device.
+  void upload_state(const std::vector<float>& params, const std::vector<float>& first,
+                    const std::vector<float>& second) {
+    copy_to_device<float>(params, step_->model.params);
+    copy_to_device<float>(first, step_->optimizer.first_moment());
+    copy_to_device<float>(second, step_->optimizer.second_moment());
   }
 
   // Member e's checkpoint after `step` updates.
@@ -827,6 +832,7 @@ class EnsembleTrainer {
   bool padded_;         // members of different lengths or batches, padded to those
   std::optional<EnsembleStep<MixerT, S, ChannelT>> step_;  // anew when it compacts
   std::vector<EnsembleMember> finished_;                   // members compacted away
+  bool compacting_ = compacting_wanted();                  // unless EMERGENT_DEVICE_COMPACT=0
   // each member's attention target: its task's [T, T], or, with targets per sequence, the
   // [B, T, T] of the batch last analysed or biased
   std::vector<std::vector<float>> targets_;
