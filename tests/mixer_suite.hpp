@@ -79,16 +79,16 @@ using reference_checks::to_named;
 // One forward and backward of the fast mixer.
 template <class Mixer>
 struct FastRun {
-  using Real = typename Mixer::Real;
+  using Real = typename Mixer::Scalar;
   std::vector<Real> y, dx, grads;
 };
 
 template <class Mixer>
-FastRun<Mixer> run_fast(std::span<const typename Mixer::Real> params,
-                        std::span<const typename Mixer::Real> x,
-                        std::span<const typename Mixer::Real> dy, int batch, int length,
+FastRun<Mixer> run_fast(std::span<const typename Mixer::Scalar> params,
+                        std::span<const typename Mixer::Scalar> x,
+                        std::span<const typename Mixer::Scalar> dy, int batch, int length,
                         bool backward = true) {
-  using Real = typename Mixer::Real;
+  using Real = typename Mixer::Scalar;
   constexpr int D = Mixer::D;
   emergent::Arena<Real> arena;
   typename Mixer::Activations acts{};

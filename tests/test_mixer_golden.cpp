@@ -51,7 +51,7 @@ std::vector<double> as_double(const std::vector<Real>& v) {
 // Runs Mixer on the fixture's input and weights and compares y, dx and every parameter gradient.
 template <class Mixer>
 void check_against_fixture(const std::string& file, double tolerance) {
-  using Real = typename Mixer::Real;
+  using Real = typename Mixer::Scalar;
   const emergent::SafetensorsFile fixture(std::string(EMERGENT_SOURCE_DIR) +
                                           "/tests/golden/mixers/" + file);
   const auto to_real = [](const std::vector<float>& v) {

@@ -36,7 +36,7 @@ constexpr emergent::Shape kWide{
 // One forward (and optionally backward) of a mixer, keeping its activations.
 template <class Mixer>
 struct Run {
-  using Real = typename Mixer::Real;
+  using Real = typename Mixer::Scalar;
   emergent::Arena<Real> arena;
   typename Mixer::Activations acts{};
   std::vector<Real> y, dx, grads;

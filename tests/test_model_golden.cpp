@@ -40,7 +40,7 @@ double relative_error(std::span<const Real> actual, std::span<const float> expec
 // runs of the same code to 1e-6, which is the F32 rounding of the stored gradients.
 template <class Net>
 void check_against_golden(const std::string& case_name) {
-  using Real = typename Net::Real;
+  using Real = typename Net::Scalar;
   const double tolerance = std::is_same_v<Real, float> ? 1e-4 : 1e-6;
   CAPTURE(case_name);
   const nlohmann::json c = read_case(case_name);

@@ -39,7 +39,7 @@ ref::Parameters random_reference_parameters(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   ref::Parameters p =
       ref::random_parameters(s.vocab, s.d_model, s.heads, s.layers, s.d_ff, s.max_len, rng, 0.5);
-  if constexpr (std::is_same_v<typename Net::Real, float>)
+  if constexpr (std::is_same_v<typename Net::Scalar, float>)
     for (auto& [name, m] : p.tensors) m = m.template cast<float>().template cast<double>();
   return p;
 }
@@ -47,8 +47,8 @@ ref::Parameters random_reference_parameters(std::uint64_t seed) {
 // Copies named reference tensors into the flat buffer through Model::tensors(), checking that
 // names, order and shapes are those of docs/model.md (= reference::parameter_names).
 template <class Net>
-std::vector<typename Net::Real> to_flat(const ref::Parameters& p) {
-  using Real = typename Net::Real;
+std::vector<typename Net::Scalar> to_flat(const ref::Parameters& p) {
+  using Real = typename Net::Scalar;
   std::vector<Real> flat(Net::parameter_count, Real(0));
   const auto tensors = Net::tensors();
   const std::vector<std::string> names = ref::parameter_names(Net::L);
@@ -127,7 +127,7 @@ double g_worst_error = 0;
 
 template <class Net>
 void check_against_reference(int B, int T, float bias, std::uint64_t seed) {
-  using Real = typename Net::Real;
+  using Real = typename Net::Scalar;
   constexpr Shape s = Net::shape;
   const double tolerance = std::is_same_v<Real, float> ? 1e-4 : 1e-10;
   CAPTURE(s.vocab);
@@ -219,8 +219,8 @@ void check_shape_against_reference(std::uint64_t seed) {
   for (int B : {1, 3})
     for (int T : {max_len - 3, max_len})
       for (float bias : {0.0f, 0.8f}) check_against_reference<Net>(B, T, bias, seed++ * 7919);
-  MESSAGE("reference check " << std::string(std::is_same_v<typename Net::Real, float> ? "float"
-                                                                                      : "double")
+  MESSAGE("reference check " << std::string(std::is_same_v<typename Net::Scalar, float> ? "float"
+                                                                                        : "double")
                              << " D=" << Net::D << " H=" << Net::shape.heads << " L=" << Net::L
                              << ": worst relative error " << g_worst_error);
 }
@@ -228,7 +228,7 @@ void check_shape_against_reference(std::uint64_t seed) {
 // dL/dp of the fast double model against central differences of its own forward.
 template <class Net>
 void check_finite_differences(int B, int T, float bias, std::uint64_t seed) {
-  static_assert(std::is_same_v<typename Net::Real, double>);
+  static_assert(std::is_same_v<typename Net::Scalar, double>);
   CAPTURE(Net::shape.d_model);
   CAPTURE(Net::shape.heads);
   CAPTURE(Net::shape.layers);

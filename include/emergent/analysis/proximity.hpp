@@ -39,7 +39,7 @@ struct ProximityReport {
 
 // Per layer and head, from the Encoder workspace `ws` of the last forward (Net::Workspace).
 template <class Net>
-ProximityReport proximity_report(std::span<const typename Net::Real> params,
+ProximityReport proximity_report(std::span<const typename Net::Scalar> params,
                                  const typename Net::Workspace& ws, int max_offset) {
   constexpr int H = Net::H, L = Net::L, D = Net::D, Dh = D / H;
   const int B = ws.batch, T = ws.length, width = 2 * max_offset + 1;

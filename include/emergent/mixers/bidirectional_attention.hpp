@@ -38,10 +38,10 @@
 
 namespace emergent {
 
-template <Shape S, class RealT = float>
+template <Shape S, class Real = float>
 class BidirectionalAttention {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "bidirectional_attention";
   static constexpr bool causal = false;
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();

@@ -69,10 +69,10 @@ void select_causal_attention(int T, F&& f) {
   }
 }
 
-template <Shape S, class RealT = float>
+template <Shape S, class Real = float>
 class DotAttention {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "dot_attention";
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
 

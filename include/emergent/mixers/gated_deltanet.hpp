@@ -83,10 +83,10 @@ namespace emergent {
 
 // The layer with the recurrence of each (sequence, head) in the form Form<Real, Dh>
 // (GatedDeltaRecurrent or GatedDeltaChunked); GatedDeltaNet below is the one to use.
-template <Shape S, class RealT = float, template <class, int> class Form = GatedDeltaChunked>
+template <Shape S, class Real = float, template <class, int> class Form = GatedDeltaChunked>
 class GatedDeltaNetMixer {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "gated_deltanet";
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
   static constexpr int kConv = 4;                   // short-conv kernel (FLA conv_size)
@@ -528,7 +528,7 @@ class GatedDeltaNetMixer {
 // forward of a prompt) goes through the chunked form, chunks of kChunk = 16 tokens (the form FLA
 // trains with); decoding (step(), one token at a time) through the recurrent form's step. Both
 // forms share the backward.
-template <Shape S, class RealT = float>
-using GatedDeltaNet = GatedDeltaNetMixer<S, RealT, GatedDeltaChunked>;
+template <Shape S, class Real = float>
+using GatedDeltaNet = GatedDeltaNetMixer<S, Real, GatedDeltaChunked>;
 
 }  // namespace emergent

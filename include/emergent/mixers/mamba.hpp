@@ -76,10 +76,10 @@
 
 namespace emergent {
 
-template <Shape S, class RealT = float, int StateSize = 16, int Expand = 2, int ConvWidth = 4>
+template <Shape S, class Real = float, int StateSize = 16, int Expand = 2, int ConvWidth = 4>
 class MambaMixer {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "mamba";
   static constexpr int D = S.d_model;
   static constexpr int E = Expand * D;     // d_inner
@@ -536,7 +536,7 @@ class MambaMixer {
 };
 
 // Mamba with its defaults (d_state 16, expand 2, d_conv 4), in the form Model takes.
-template <Shape S, class RealT = float>
-using Mamba = MambaMixer<S, RealT, 16, 2, 4>;
+template <Shape S, class Real = float>
+using Mamba = MambaMixer<S, Real, 16, 2, 4>;
 
 }  // namespace emergent

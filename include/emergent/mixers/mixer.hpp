@@ -1,6 +1,8 @@
 // The contract every token mixer satisfies, so that Model<Mixer, Shape> can take any of them.
 //
 // A mixer is a class template on (Shape, Real) with
+//   - `Scalar`: Real, for code outside the class (inside, the parameter Real itself: a member
+//     alias named Real would make g++ 12 compile quadratically, docs/design.md "Build time"),
 //   - `layout`: a constexpr TensorLayout of its parameters (local names such as "qkv.weight"),
 //   - `Activations`: what the forward keeps for the backward, carved from an Arena by `carve`,
 //   - `forward(params, x, y, acts, ctx)`: y[B*T,D] from x[B*T,D],
@@ -33,7 +35,7 @@ constexpr bool is_causal() {
     return true;
 }
 
-template <class M, class Real = typename M::Real>
+template <class M, class Real = typename M::Scalar>
 concept TokenMixer = requires(const Real* params, Real* grads, const Real* x, Real* y,
                               typename M::Activations& acts, Arena<Real>& arena,
                               const MixerContext<Real>& ctx) {
@@ -47,14 +49,14 @@ concept TokenMixer = requires(const Real* params, Real* grads, const Real* x, Re
 // `layer` (0 .. Shape::layers - 1; some inits depend on depth) and `base` its offset in the
 // whole buffer, the index into Philox streams of `seed` that keeps an init independent of the
 // machine.
-template <class M, class Real = typename M::Real>
+template <class M, class Real = typename M::Scalar>
 concept MixerWithInit = requires(Real* params, std::uint64_t seed, std::size_t base, int layer) {
   {M::init(params, seed, base, layer)};
 };
 
 // Recurrent mixers decode one token at a time from a state: step over t = 0..T-1 of one
 // sequence gives the rows of forward's output.
-template <class M, class Real = typename M::Real>
+template <class M, class Real = typename M::Scalar>
 concept RecurrentMixer = requires(const Real* params, const Real* x, Real* y,
                                   typename M::State& state) {
   { M::initial_state() } -> std::same_as<typename M::State>;
@@ -64,7 +66,7 @@ concept RecurrentMixer = requires(const Real* params, const Real* x, Real* y,
 // Mixers that keep attention probabilities att [batch, heads, T, T] for analysis.
 template <class M>
 concept KeepsAttention = requires(typename M::Activations& acts) {
-  { acts.att } -> std::convertible_to<const typename M::Real*>;
+  { acts.att } -> std::convertible_to<const typename M::Scalar*>;
 };
 
 }  // namespace emergent

@@ -75,10 +75,10 @@
 
 namespace emergent {
 
-template <Shape S, class RealT = float>
+template <Shape S, class Real = float>
 class MlpMixer {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "mlp_mixer";
   static constexpr int D = S.d_model, T_max = S.max_len;
   static constexpr int packed_size = T_max * (T_max + 1) / 2;

@@ -174,10 +174,10 @@ void add_partials(Real* grad, const Real* partial, int B, int D) {
 
 }  // namespace rwkv_detail
 
-template <Shape S, class RealT = float>
+template <Shape S, class Real = float>
 class Rwkv {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "rwkv";
   static constexpr int D = S.d_model;
 

@@ -37,10 +37,10 @@
 
 namespace emergent {
 
-template <Shape S, class RealT = float>
+template <Shape S, class Real = float>
 class RwkvChannelMix {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "rwkv_channel_mix";
   static constexpr int D = S.d_model, F = S.d_ff;
 

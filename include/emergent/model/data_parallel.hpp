@@ -35,7 +35,7 @@ namespace emergent {
 template <class Net>
 class DataParallelStep {
  public:
-  using Real = typename Net::Real;
+  using Real = typename Net::Scalar;
 
   // threads <= 0: OpenMP's default.
   explicit DataParallelStep(int threads = 0) : threads_(threads > 0 ? threads : thread_count()) {}

@@ -78,16 +78,15 @@ inline constexpr auto kProximityLayout = layout_of(std::array{
     TensorSpec{"proximity.slope", 0, S.heads, false, Init::zeros},
 });
 
-template <template <Shape, class> class MixerTemplate, Shape S, int Classes, class RealT = float,
+template <template <Shape, class> class MixerTemplate, Shape S, int Classes, class Real = float,
           template <Shape, class> class ChannelTemplate = GeluMlp>
-class Encoder
-    : public EmbeddedBlocks<PreLnBlocks<MixerTemplate<S, RealT>, ChannelTemplate<S, RealT>, S,
-                                        RealT, kProximityLayout<S>.total>,
-                            S> {
+class Encoder : public EmbeddedBlocks<PreLnBlocks<MixerTemplate<S, Real>, ChannelTemplate<S, Real>,
+                                                  S, Real, kProximityLayout<S>.total>,
+                                      S> {
  public:
   static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
   static_assert(Classes >= 2, "a classifier needs at least two classes");
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   using Mixer = MixerTemplate<S, Real>;
   using Channel = ChannelTemplate<S, Real>;
   static_assert(TokenMixer<Mixer, Real> && TokenMixer<Channel, Real>);

@@ -50,13 +50,14 @@ struct ForwardInput {
   float bias_strength = 0;
 };
 
-template <template <Shape, class> class MixerTemplate, Shape S, class RealT = float,
+template <template <Shape, class> class MixerTemplate, Shape S, class Real = float,
           template <Shape, class> class ChannelTemplate = GeluMlp>
-class Model : public EmbeddedBlocks<
-                  PreLnBlocks<MixerTemplate<S, RealT>, ChannelTemplate<S, RealT>, S, RealT>, S> {
+class Model
+    : public EmbeddedBlocks<PreLnBlocks<MixerTemplate<S, Real>, ChannelTemplate<S, Real>, S, Real>,
+                            S> {
  public:
   static_assert(S.valid(), "Shape: heads must divide d_model and every size must be positive");
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   using Mixer = MixerTemplate<S, Real>;
   using Channel = ChannelTemplate<S, Real>;
   static_assert(TokenMixer<Mixer, Real>);

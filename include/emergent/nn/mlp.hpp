@@ -21,10 +21,10 @@
 
 namespace emergent {
 
-template <Shape S, class RealT = float>
+template <Shape S, class Real = float>
 class GeluMlp {
  public:
-  using Real = RealT;
+  using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "gelu_mlp";
   static constexpr int D = S.d_model, F = S.d_ff;
 

@@ -126,7 +126,7 @@ class TrainableModel {
 
 template <class Net>
 class CompiledModel final : public TrainableModel {
-  static_assert(std::is_same_v<typename Net::Real, float>, "training runs in fp32");
+  static_assert(std::is_same_v<typename Net::Scalar, float>, "training runs in fp32");
 
  public:
   std::string mixer() const override { return std::string(Net::Mixer::name); }
