@@ -216,9 +216,14 @@ class SweepCommands {
     return configs;
   }
 
+  // --shard, else the Slurm array task's, else all (0/1).
+  Shard chosen_shard() const {
+    return shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
+  }
+
   int compile_only() const {
     const std::vector<PlannedRun> runs = plan_sweep(file_, resolve_max_len);
-    const Shard shard = shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
+    const Shard shard = chosen_shard();
     std::vector<const PlannedRun*> mine;
     for (std::size_t i = 0; i < runs.size(); ++i)
       if (shard.owns(i)) mine.push_back(&runs[i]);
@@ -235,7 +240,7 @@ class SweepCommands {
   int run_sweep() const {
     const std::filesystem::path dir = out_;
     const std::vector<PlannedRun> runs = plan_sweep(file_, resolve_max_len);
-    const Shard shard = shard_.empty() ? shard_from_environment() : parse_shard(shard_, "--shard");
+    const Shard shard = chosen_shard();
     for (const std::filesystem::path& folder : {dir, dir / "rows", dir / "runs"}) {
       std::error_code error;
       std::filesystem::create_directories(folder, error);

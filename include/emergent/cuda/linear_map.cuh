@@ -44,7 +44,6 @@ class DeviceLinearMap {
               "a member's sequence is longer than the ensemble's");
       length_ = std::max(length_, task.length());
     }
-    per_member_ = tasks.size() > 1;
     copy_to_device<Member>(members, members_);
     copy_to_device<std::uint8_t>(matrices, matrices_);
   }
@@ -86,7 +85,7 @@ class DeviceLinearMap {
     const int T = length_;
     const Member* params = raw(members_);
     const std::uint8_t* matrices = raw(matrices_);
-    const bool per_member = per_member_;
+    const bool per_member = members_.size() > 1;  // else one task for every member
     for_each_index(std::int64_t(members) * batch, [=] EMERGENT_HD(std::int64_t i) {
       const std::int64_t e = i / batch;
       const Member m = params[per_member ? e : 0];
@@ -131,7 +130,6 @@ class DeviceLinearMap {
 
  private:
   int length_ = 0;
-  bool per_member_ = false;              // else one task for every member
   DeviceVector<Member> members_;         // [E], or one for all
   DeviceVector<std::uint8_t> matrices_;  // each member's [S, S], one after another
 };

@@ -376,13 +376,17 @@ class EnsembleTrainer {
   // longest have finished and left it, may be longer than any member's: compact()).
   static std::optional<DeviceSampler> device_sampler(const std::vector<EnsembleMember>& members,
                                                      int batch, int length, bool padded) {
-    std::vector<int> batches;
-    if (padded)
-      for (const EnsembleMember& m : members) batches.push_back(m.batch);
+    const std::vector<int> batches = padded ? own_batches(members) : std::vector<int>();
     if (auto maps = tasks_of<LinearMap>(members)) return DeviceLinearMap(*maps, batches, length);
     if (auto automata = tasks_of<CellularAutomaton>(members))
       return DeviceCellularAutomaton(*automata, batch, batches, length);
     return std::nullopt;
+  }
+  // Each member's own sequences a step (EnsembleMember::batch), in the ensemble's order.
+  static std::vector<int> own_batches(const std::vector<EnsembleMember>& members) {
+    std::vector<int> batches;
+    for (const EnsembleMember& m : members) batches.push_back(m.batch);
+    return batches;
   }
   template <class Task>
   static std::optional<std::vector<const Task*>> tasks_of(
@@ -511,11 +515,7 @@ class EnsembleTrainer {
       append(weights_.patterns, patterns);
     }
     if (per_token_) step_->model.set_weights_per_token();
-    if (padded_) {
-      std::vector<int> batches;
-      for (const EnsembleMember& m : members_) batches.push_back(m.batch);
-      step_->model.set_member_batches(batches);
-    }
+    if (padded_) step_->model.set_member_batches(own_batches(members_));
     copy_to_device<float>(weights_.full, step_->model.loss_weights);
     copy_to_device<float>(weights_.predictable, predictable_);
     step_->model.set_bias(weights_.patterns, strengths_);  // also unbiased: the strengths say off
