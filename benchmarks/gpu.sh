@@ -2,9 +2,10 @@
 # The one script for a GPU machine (docs/cuda.md): builds the CUDA targets with nvcc, runs the
 # device tests against the reference, and measures the device ensemble beside PyTorch and JAX on
 # the same GPU. Everything it measures goes to $OUT (default runs/gpu): gpu.log, cuda_tests.txt,
-# emergent.jsonl (one row per ensemble run, its precision named), profiles.txt (the per-op
-# breakdowns, profile_after_*.txt, and the graph's launch counts, counts_graph_*.txt, one after
-# another: a GPU machine returns at most 8 files), peers.json. Meant to finish in under 8 minutes
+# graph_check.txt (benchmarks/gpu/graph_check.sh), emergent.jsonl (one row per ensemble run, its
+# precision named), profiles.txt (the per-op breakdowns, profile_after_*.txt, and the graph's
+# launch counts, counts_graph_*.txt, one after another: a GPU machine returns at most 8 files),
+# peers.json. Meant to finish in under 8 minutes
 # on an H200 with 16 cores (each part has a time limit).
 #
 # That machine reaches no package registry, so the header-only dependencies travel with the
@@ -45,6 +46,10 @@ echo "built in $(($(date +%s) - start)) s"
 echo "== device tests (each op against the reference; 100 steps of an ensemble against the CPU;"
 echo "   launches and host synchronisations of a step; the graph against direct launches)"
 build-gpu/emergent_cuda_tests | tee "$out/cuda_tests.txt" || echo "emergent_cuda_tests: exit $?"
+
+echo "== the step's graph against direct launches: a padded ensemble compacted, and Gated DeltaNet"
+timeout 120 bash benchmarks/gpu/graph_check.sh build-gpu/emergent_ensemble_cuda "$out" ||
+  echo "graph_check: exit $?"
 
 # One timed ensemble run: task, E, precision, steps, time limit (s). Appends a row to
 # emergent.jsonl: steps/s from the run's own summary (training only, not the CPU's held-out

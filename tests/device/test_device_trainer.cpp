@@ -333,13 +333,17 @@ TEST_CASE("device ensemble without its finished members: the same bits as with t
   const TempDir tmp("compact");
   std::vector<TrainConfig> configs = {linear_map(1, 1, 40), linear_map(2, 2, 10),
                                       linear_map(2, 3, 30), linear_map(3, 4, 20)};
-  configs[0].task_params["S"] = 4;  // padded: 15 sequences of 7 positions beside 10 of 11
+  configs[0].task_params["S"] = 4;  // padded: 60 sequences of 7 positions beside 40 of 11
   configs[0].bias = 1.5;
   configs[0].eval_every = 5;
   configs[0].analysis_every = 5;
   configs[2].eval_every = 10;
   configs[2].bias = 2;
   configs[3].save_attention_at = "15";
+  for (TrainConfig& c : configs) {  // GEMMs that Eigen would share among 2 threads if let
+    c.threads = 2;
+    c.batch_tokens = 480;
+  }
   auto train = [&](const char* compact, const std::string& name) {
     REQUIRE(setenv("EMERGENT_DEVICE_COMPACT", compact, 1) == 0);
     std::vector<fs::path> dirs;

@@ -114,10 +114,12 @@ inline void eigen_gemm(int m, int n, int k, float alpha, const float* a, int lda
     C.noalias() += alpha * (A.transpose() * B.transpose());
 }
 
-// one(i) for every batch: a single one with Eigen's own threads, more in parallel
+// one(i) for every batch, in parallel, each product by Eigen on one thread, a single one too:
+// Eigen's own threads would cut its sums over k into other blocks (its blocking sizes depend on
+// the thread count), so a member's numbers would change with the ensemble's size (a compacted
+// ensemble of one, a single seed), where now they are the same bits in any ensemble.
 template <class One>
 void eigen_batches(std::int64_t batch, One one) {
-  if (batch == 1) return one(0);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < batch; ++i) one(i);
 }

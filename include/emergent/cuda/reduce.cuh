@@ -10,25 +10,36 @@
 
 #include <cstdint>
 #include <emergent/cuda/device_system.cuh>
+#include <stdexcept>
+#include <string>
+#include <deque>
 
 namespace emergent::cuda {
 
 inline constexpr std::int64_t kRowChunk = 32;
 
 // Scratch space for the chunks' sums, shared by every reduction (they run one after another on
-// the device's one stream). It only grows, and reaches its size in a step's first run, so that a
-// captured step (cuda/step.cuh) allocates nothing.
+// the device's one stream). It only grows, and reaches its size in a step's first run, which is
+// direct, so that a captured step (cuda/step.cuh) allocates nothing. Should it have to grow later
+// (a held-out batch larger than the training batch), the buffer it leaves stays allocated: a
+// captured graph may hold its address. Growing during a capture is refused (the step then runs
+// its kernels directly).
 template <class T>
 T* reduction_scratch(std::size_t count) {
-  static DeviceVector<T>* scratch = new DeviceVector<T>();  // never freed: no teardown order
-  if (scratch->size() < count) {
+  static std::deque<DeviceVector<T>>* buffers =  // never freed: no teardown order
+      new std::deque<DeviceVector<T>>(1);  // a deque: growing it moves no buffer
+  if (buffers->back().size() < count) {
 #if EMERGENT_DEVICE_IS_CUDA
-    check_cuda(cudaStreamSynchronize(device_stream()), "cudaStreamSynchronize");
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check_cuda(cudaStreamIsCapturing(device_stream(), &capturing), "cudaStreamIsCapturing");
+    if (capturing != cudaStreamCaptureStatusNone)
+      throw std::logic_error("the reduction scratch must grow to " + std::to_string(count) +
+                             " values during a CUDA graph's capture (cuda/reduce.cuh)");
 #endif
-    *scratch = DeviceVector<T>();
-    scratch->resize(count);
+    if (buffers->back().size() == 0) buffers->pop_back();
+    buffers->emplace_back(count);
   }
-  return raw(*scratch);
+  return raw(buffers->back());
 }
 
 // out[e * out_stride + c] = (accumulate ? out[...] : 0) + sum_{r < rows} value(e, r, c), for

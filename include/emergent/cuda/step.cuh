@@ -269,6 +269,7 @@ class EnsembleStep {
         cudaGraph_t broken = nullptr;
         cudaStreamEndCapture(device_stream(), &broken);
         if (broken) cudaGraphDestroy(broken);
+        cudaGetLastError();  // clear the failed call's error, or the next direct launch reports it
         device_counts() = before;
         return give_up_graph(e.what());
       }
