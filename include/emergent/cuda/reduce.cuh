@@ -9,10 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <emergent/cuda/device_system.cuh>
 #include <stdexcept>
 #include <string>
-#include <deque>
 
 namespace emergent::cuda {
 
@@ -20,14 +20,13 @@ inline constexpr std::int64_t kRowChunk = 32;
 
 // Scratch space for the chunks' sums, shared by every reduction (they run one after another on
 // the device's one stream). It only grows, and reaches its size in a step's first run, which is
-// direct, so that a captured step (cuda/step.cuh) allocates nothing. Should it have to grow later
-// (a held-out batch larger than the training batch), the buffer it leaves stays allocated: a
-// captured graph may hold its address. Growing during a capture is refused (the step then runs
-// its kernels directly).
+// direct, so that a captured step (cuda/step.cuh) allocates nothing. Should a later reduction
+// need more, the buffer it leaves stays allocated: a captured graph may hold its address. Growing
+// during a capture is refused (the step then runs its kernels directly).
 template <class T>
 T* reduction_scratch(std::size_t count) {
   static std::deque<DeviceVector<T>>* buffers =  // never freed: no teardown order
-      new std::deque<DeviceVector<T>>(1);  // a deque: growing it moves no buffer
+      new std::deque<DeviceVector<T>>(1);        // a deque: growing it moves no buffer
   if (buffers->back().size() < count) {
 #if EMERGENT_DEVICE_IS_CUDA
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
