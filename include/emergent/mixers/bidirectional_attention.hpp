@@ -27,12 +27,11 @@
 #include <cmath>
 #include <cstdint>
 #include <emergent/core/layout.hpp>
-#include <emergent/core/parallel.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/mixers/attention_head_split.hpp>
 #include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/mixer.hpp>
-#include <emergent/nn/linear.hpp>
+#include <emergent/mixers/multi_head.hpp>
 #include <limits>
 #include <string_view>
 
@@ -89,73 +88,66 @@ class BidirectionalAttention {
 
   static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
                       const MixerContext<Real>& ctx) {
-    const int B = ctx.batch, T = ctx.length;
-    nn::linear_forward(acts.qkv, x, params + qkv_weight, params + qkv_bias, B * T, D, 3 * D);
+    const int T = ctx.length;
     const Real scale = Real(1) / std::sqrt(Real(Dh));
-    parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
-      const std::int64_t b = bh / H;
-      const int h = static_cast<int>(bh % H);
-      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head,
-                                   acts.v + head, static_cast<Real*>(nullptr),
-                                   static_cast<Real*>(nullptr));
-      const int n = real_length(ctx, b);
-      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
-      HeadMap A(acts.att + static_cast<std::size_t>(bh) * T * T, T, T);
-      A.noalias() = Q * K.transpose();
-      A *= scale;
-      const Real strength = head_strength(ctx, h);
-      if (ctx.bias_pattern && strength != Real(0))
-        A += strength * ConstHeadMap(ctx.bias_pattern, T, T);
-      A.rightCols(T - n).setZero();
-      auto visible = A.leftCols(n).array();
-      visible.colwise() -= visible.rowwise().maxCoeff();
-      visible = visible.exp();
-      visible.colwise() /= visible.rowwise().sum();
-      StridedHeadMap O(acts.heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
-      O.noalias() = A.leftCols(n) * V.topRows(n);
-    });
-    nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
+    attention_head::multi_head_forward<BidirectionalAttention>(
+        params, x, y, acts, ctx.batch, T, [&](const attention_head::Problem& p) {
+          const std::size_t head = p.offset;
+          attention_head::split<D, Dh>(acts.qkv + p.b * T * 3 * D, p.h, T, acts.q + head,
+                                       acts.k + head, acts.v + head, static_cast<Real*>(nullptr),
+                                       static_cast<Real*>(nullptr));
+          const int n = real_length(ctx, p.b);
+          const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh),
+              V(acts.v + head, T, Dh);
+          HeadMap A(acts.att + static_cast<std::size_t>(p.index) * T * T, T, T);
+          A.noalias() = Q * K.transpose();
+          A *= scale;
+          const Real strength = head_strength(ctx, p.h);
+          if (ctx.bias_pattern && strength != Real(0))
+            A += strength * ConstHeadMap(ctx.bias_pattern, T, T);
+          A.rightCols(T - n).setZero();
+          auto visible = A.leftCols(n).array();
+          visible.colwise() -= visible.rowwise().maxCoeff();
+          visible = visible.exp();
+          visible.colwise() /= visible.rowwise().sum();
+          StridedHeadMap O(acts.heads + p.b * T * D + p.h * Dh, T, Dh, Stride(D, 1));
+          O.noalias() = A.leftCols(n) * V.topRows(n);
+        });
   }
 
   static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
                        Activations& acts, const MixerContext<Real>& ctx) {
     const int B = ctx.batch, T = ctx.length;
-    nn::linear_backward(acts.d_heads, grads + out_weight, grads + out_bias, dy, acts.heads,
-                        params + out_weight, B * T, D, D);
     const Real scale = Real(1) / std::sqrt(Real(Dh));
-    parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
-      const std::int64_t b = bh / H;
-      const int h = static_cast<int>(bh % H);
-      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      const int n = real_length(ctx, b);
-      const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh), V(acts.v + head, T, Dh);
-      const ConstHeadMap A(acts.att + static_cast<std::size_t>(bh) * T * T, T, T);
-      const ConstStridedHeadMap dO(acts.d_heads + b * T * D + h * Dh, T, Dh, Stride(D, 1));
-      HeadMap dQ(acts.d_q + head, T, Dh), dK(acts.d_k + head, T, Dh), dV(acts.d_v + head, T, Dh);
-      HeadMap G(acts.d_scores + static_cast<std::size_t>(bh) * T * T, T, T);
-      auto g = G.leftCols(n);
-      g.noalias() = dO * V.topRows(n).transpose();  // dA
-      const auto a = A.leftCols(n).array();
-      const Eigen::Matrix<Real, Eigen::Dynamic, 1> row_dot = (a * g.array()).rowwise().sum();
-      g.array() = a * (g.array().colwise() - row_dot.array());
-      acts.bias_grad[bh] =
-          ctx.bias_pattern && ctx.bias_strength_grad
-              ? (g.array() * ConstHeadMap(ctx.bias_pattern, T, T).leftCols(n).array()).sum()
-              : Real(0);
-      dV.setZero();
-      dV.topRows(n).noalias() = A.leftCols(n).transpose() * dO;
-      dQ.noalias() = scale * (g * K.topRows(n));
-      dK.setZero();
-      dK.topRows(n).noalias() = scale * (g.transpose() * Q);
-      attention_head::merge_gradients<D, Dh>(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head,
-                                             acts.d_k + head, acts.d_v + head);
-    });
-    if (ctx.bias_pattern && ctx.bias_strength_grad)
+    attention_head::multi_head_backward<BidirectionalAttention>(
+        params, grads, x, dy, dx, acts, B, T, [&](const attention_head::Problem& p) {
+          const std::size_t head = p.offset;
+          const int n = real_length(ctx, p.b);
+          const ConstHeadMap Q(acts.q + head, T, Dh), K(acts.k + head, T, Dh),
+              V(acts.v + head, T, Dh);
+          const ConstHeadMap A(acts.att + static_cast<std::size_t>(p.index) * T * T, T, T);
+          const ConstStridedHeadMap dO(acts.d_heads + p.b * T * D + p.h * Dh, T, Dh, Stride(D, 1));
+          HeadMap dQ(acts.d_q + head, T, Dh), dK(acts.d_k + head, T, Dh),
+              dV(acts.d_v + head, T, Dh);
+          HeadMap G(acts.d_scores + static_cast<std::size_t>(p.index) * T * T, T, T);
+          auto g = G.leftCols(n);
+          g.noalias() = dO * V.topRows(n).transpose();  // dA
+          const auto a = A.leftCols(n).array();
+          const Eigen::Matrix<Real, Eigen::Dynamic, 1> row_dot = (a * g.array()).rowwise().sum();
+          g.array() = a * (g.array().colwise() - row_dot.array());
+          acts.bias_grad[p.index] =
+              ctx.bias_pattern && ctx.bias_strength_grad
+                  ? (g.array() * ConstHeadMap(ctx.bias_pattern, T, T).leftCols(n).array()).sum()
+                  : Real(0);
+          dV.setZero();
+          dV.topRows(n).noalias() = A.leftCols(n).transpose() * dO;
+          dQ.noalias() = scale * (g * K.topRows(n));
+          dK.setZero();
+          dK.topRows(n).noalias() = scale * (g.transpose() * Q);
+        });
+    if (ctx.bias_pattern && ctx.bias_strength_grad)  // the per-head sums, in a fixed order
       for (int h = 0; h < H; ++h)
         for (int b = 0; b < B; ++b) ctx.bias_strength_grad[h] += acts.bias_grad[b * H + h];
-    nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
-                        params + qkv_weight, B * T, D, 3 * D);
   }
 
  private:

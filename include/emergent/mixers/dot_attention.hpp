@@ -27,7 +27,6 @@
 #include <cmath>
 #include <cstdint>
 #include <emergent/core/layout.hpp>
-#include <emergent/core/parallel.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/mixers/attention_head_split.hpp>
 #include <emergent/mixers/causal_attention_blocked.hpp>
@@ -35,7 +34,7 @@
 #include <emergent/mixers/causal_attention_long.hpp>
 #include <emergent/mixers/causal_attention_short.hpp>
 #include <emergent/mixers/mixer.hpp>
-#include <emergent/nn/linear.hpp>
+#include <emergent/mixers/multi_head.hpp>
 #include <string_view>
 #include <type_traits>
 
@@ -123,49 +122,40 @@ class DotAttention {
   // y[B*T,D] <- x[B*T,D]
   static void forward(const Real* params, const Real* x, Real* y, Activations& acts,
                       const MixerContext<Real>& ctx) {
-    const int B = ctx.batch, T = ctx.length;
-    nn::linear_forward(acts.qkv, x, params + qkv_weight, params + qkv_bias, B * T, D, 3 * D);
+    const int T = ctx.length;
     const Real scale = Real(1) / std::sqrt(Real(Dh));
-    parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
-      const std::int64_t b = bh / H;
-      const int h = static_cast<int>(bh % H);
-      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
-      Real* out = acts.heads + b * T * D + h * Dh;
-      select_causal_attention<Real, Dh>(T, [&]<class Form>(std::type_identity<Form>) {
-        attention_head::split<D, Dh>(acts.qkv + b * T * 3 * D, h, T, acts.q + head, acts.k + head,
-                                     acts.v + head, Form::transposed ? acts.kt + head : nullptr,
-                                     Form::transposed ? acts.vt + head : nullptr);
-        Form::forward(head_inputs(acts, head), att, out, D, T, scale,
-                      ctx.bias_pattern ? ctx.bias_pattern + b * ctx.bias_stride : nullptr,
-                      ctx.bias_strength);
-      });
-    });
-    nn::linear_forward(y, acts.heads, params + out_weight, params + out_bias, B * T, D, D);
+    attention_head::multi_head_forward<DotAttention>(
+        params, x, y, acts, ctx.batch, T, [&](const attention_head::Problem& p) {
+          const std::size_t head = p.offset;
+          Real* att = acts.att + static_cast<std::size_t>(p.index) * T * T;
+          Real* out = acts.heads + p.b * T * D + p.h * Dh;
+          select_causal_attention<Real, Dh>(T, [&]<class Form>(std::type_identity<Form>) {
+            attention_head::split<D, Dh>(acts.qkv + p.b * T * 3 * D, p.h, T, acts.q + head,
+                                         acts.k + head, acts.v + head,
+                                         Form::transposed ? acts.kt + head : nullptr,
+                                         Form::transposed ? acts.vt + head : nullptr);
+            Form::forward(head_inputs(acts, head), att, out, D, T, scale,
+                          ctx.bias_pattern ? ctx.bias_pattern + p.b * ctx.bias_stride : nullptr,
+                          ctx.bias_strength);
+          });
+        });
   }
 
   // dx[B*T,D] = dL/dx; grads += dL/dparams   <- x[B*T,D], dy[B*T,D]
   static void backward(const Real* params, Real* grads, const Real* x, const Real* dy, Real* dx,
                        Activations& acts, const MixerContext<Real>& ctx) {
-    const int B = ctx.batch, T = ctx.length;
-    nn::linear_backward(acts.d_heads, grads + out_weight, grads + out_bias, dy, acts.heads,
-                        params + out_weight, B * T, D, D);
+    const int T = ctx.length;
     const Real scale = Real(1) / std::sqrt(Real(Dh));
-    parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
-      const std::int64_t b = bh / H;
-      const int h = static_cast<int>(bh % H);
-      const std::size_t head = static_cast<std::size_t>(bh) * T * Dh;
-      const Real* att = acts.att + static_cast<std::size_t>(bh) * T * T;
-      const Real* d_out = acts.d_heads + b * T * D + h * Dh;
-      select_causal_attention<Real, Dh>(T, [&]<class Form>(std::type_identity<Form>) {
-        Form::backward(head_inputs(acts, head), att, d_out, D, acts.d_q + head, acts.d_k + head,
-                       acts.d_v + head, T, scale);
-      });
-      attention_head::merge_gradients<D, Dh>(acts.d_qkv + b * T * 3 * D, h, T, acts.d_q + head,
-                                             acts.d_k + head, acts.d_v + head);
-    });
-    nn::linear_backward(dx, grads + qkv_weight, grads + qkv_bias, acts.d_qkv, x,
-                        params + qkv_weight, B * T, D, 3 * D);
+    attention_head::multi_head_backward<DotAttention>(
+        params, grads, x, dy, dx, acts, ctx.batch, T, [&](const attention_head::Problem& p) {
+          const std::size_t head = p.offset;
+          const Real* att = acts.att + static_cast<std::size_t>(p.index) * T * T;
+          const Real* d_out = acts.d_heads + p.b * T * D + p.h * Dh;
+          select_causal_attention<Real, Dh>(T, [&]<class Form>(std::type_identity<Form>) {
+            Form::backward(head_inputs(acts, head), att, d_out, D, acts.d_q + head, acts.d_k + head,
+                           acts.d_v + head, T, scale);
+          });
+        });
   }
 
  private:
