@@ -243,6 +243,18 @@ class ParameterValues {
           given.contains(p.name) ? checked_value(p, given.at(p.name), where) : p.default_value;
   }
 
+  // A whole run's settings, `given`, as one group: `given` must be a JSON object, and a key the
+  // group does not declare is refused in one line naming what `kind` takes ("self-pretraining").
+  static ParameterValues whole(const std::vector<Parameter>& declared, const nlohmann::json& given,
+                               const std::string& where, const std::string& kind) {
+    require(given.is_object(), where, "expected a JSON object of settings");
+    for (const auto& [key, value] : given.items())
+      require(
+          find_parameter(declared, key) != nullptr, where,
+          "unknown field '" + key + "' (" + kind + " takes: " + parameter_names(declared) + ")");
+    return ParameterValues(declared, given, where);
+  }
+
   std::int64_t integer(const std::string& name) const { return at(name).get<std::int64_t>(); }
   double real(const std::string& name) const { return at(name).get<double>(); }
   std::string text(const std::string& name) const { return at(name).get<std::string>(); }

@@ -51,13 +51,8 @@ inline const std::vector<Parameter>& language_model_parameters() {
 // A config from a flat object of declared names, checked (names the field at fault).
 inline ParameterValues resolve_language_model(const nlohmann::json& given,
                                               const std::string& where) {
-  require(given.is_object(), where, "expected a JSON object of settings");
-  const std::vector<Parameter>& declared = language_model_parameters();
-  for (const auto& [key, value] : given.items())
-    require(find_parameter(declared, key) != nullptr, where,
-            "unknown field '" + key +
-                "' (a language-model run takes: " + parameter_names(declared) + ")");
-  const ParameterValues v(declared, given, where);
+  const ParameterValues v =
+      ParameterValues::whole(language_model_parameters(), given, where, "a language-model run");
   const std::int64_t d = v.integer("d_model"), h = v.integer("heads");
   require(d % h == 0, where,
           "field 'heads' = " + std::to_string(h) +

@@ -72,13 +72,8 @@ inline const std::vector<Parameter>& self_pretraining_parameters() {
 // A config from a flat object of declared names, checked (names the field at fault).
 inline ParameterValues resolve_self_pretraining(const nlohmann::json& given,
                                                 const std::string& where) {
-  require(given.is_object(), where, "expected a JSON object of settings");
-  const std::vector<Parameter>& declared = self_pretraining_parameters();
-  for (const auto& [key, value] : given.items())
-    require(
-        find_parameter(declared, key) != nullptr, where,
-        "unknown field '" + key + "' (self-pretraining takes: " + parameter_names(declared) + ")");
-  const ParameterValues v(declared, given, where);
+  const ParameterValues v =
+      ParameterValues::whole(self_pretraining_parameters(), given, where, "self-pretraining");
   ListOps(int(v.integer("min_length")), int(v.integer("max_length")), int(v.integer("max_depth")),
           int(v.integer("max_args")));  // checks the bounds
   require(v.integer("max_len") >= v.integer("max_length") - 1, where,
