@@ -119,15 +119,14 @@ inline void layernorm_backward(float* dx, float* dgamma, float* dbeta, const flo
       for (int d = 0; d < dim; ++d)
         dx[r * dim + d] += s * (dyr[d] * g[d] - mean_dxhat - (xr[d] - m) * s * mean_dxhat_xhat);
     });
-  column_sums<float>(dgamma, param_stride, members, rows, dim, true,
-                     [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int d) {
-                       const std::int64_t n = e * rows + r;
-                       return dy[n * dim + d] * (x[n * dim + d] - mean[n]) * rstd[n];
-                     });
-  column_sums<float>(dbeta, param_stride, members, rows, dim, true,
-                     [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int d) {
-                       return dy[(e * rows + r) * dim + d];
-                     });
+  float* const sums[2] = {dgamma, dbeta};  // one pass over the rows for both
+  column_sums_of<float, 2>(
+      sums, param_stride, members, rows, dim, true,
+      [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int d) {
+        const std::int64_t n = e * rows + r;
+        const float g = dy[n * dim + d];
+        return ColumnValues<float, 2>{{g * (x[n * dim + d] - mean[n]) * rstd[n], g}};
+      });
 }
 
 }  // namespace emergent::cuda

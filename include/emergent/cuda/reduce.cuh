@@ -41,31 +41,57 @@ T* reduction_scratch(std::size_t count) {
   return raw(buffers->back());
 }
 
+// K column sums over the same rows at once, in one pass over them (LayerNorm's gamma and beta):
+// value(e, r, c) returns ColumnValues<T, K>, and sum k goes to out[k], each summed as
+// column_sums below sums its one (the same order, so the same bits as K separate calls, in two
+// launches instead of 2 K).
+template <class T, int K>
+struct ColumnValues {
+  T v[K];
+};
+template <class T, int K, class Out, class Value>
+void column_sums_of(Out* const (&out)[K], std::int64_t out_stride, int members, std::int64_t rows,
+                    int cols, bool accumulate, Value value) {
+  const std::int64_t chunks = (rows + kRowChunk - 1) / kRowChunk,
+                     count = std::int64_t(members) * chunks * cols;
+  T* partial = reduction_scratch<T>(std::size_t(K * count));
+  for_each_index(count, [=] EMERGENT_HD(std::int64_t i) {
+    const int c = int(i % cols);
+    const std::int64_t chunk = (i / cols) % chunks, e = i / (cols * chunks);
+    const std::int64_t end = (chunk + 1) * kRowChunk < rows ? (chunk + 1) * kRowChunk : rows;
+    ColumnValues<T, K> sum{};
+    for (std::int64_t r = chunk * kRowChunk; r < end; ++r) {
+      const auto v = value(e, r, c);
+      for (int k = 0; k < K; ++k) sum.v[k] += T(v.v[k]);
+    }
+    for (int k = 0; k < K; ++k) partial[k * count + i] = sum.v[k];
+  });
+  ColumnValues<Out*, K> outs;
+  for (int k = 0; k < K; ++k) outs.v[k] = out[k];
+  for_each_index(std::int64_t(members) * cols, [=] EMERGENT_HD(std::int64_t i) {
+    const std::int64_t e = i / cols;
+    const int c = int(i % cols);
+    for (int k = 0; k < K; ++k) {
+      const T* p = partial + k * count + e * chunks * cols + c;
+      T sum = 0;
+      for (std::int64_t j = 0; j < chunks; ++j) sum += p[j * cols];
+      Out& o = outs.v[k][e * out_stride + c];
+      o = accumulate ? Out(o + sum) : Out(sum);
+    }
+  });
+}
+
 // out[e * out_stride + c] = (accumulate ? out[...] : 0) + sum_{r < rows} value(e, r, c), for
 // e < members and c < cols, summed in T: value(e, r, c) is summed over chunks of kRowChunk rows
 // in row order, then the chunks in order.
 template <class T, class Out, class Value>
 void column_sums(Out* out, std::int64_t out_stride, int members, std::int64_t rows, int cols,
                  bool accumulate, Value value) {
-  const std::int64_t chunks = (rows + kRowChunk - 1) / kRowChunk;
-  T* partial = reduction_scratch<T>(std::size_t(members) * chunks * cols);
-  for_each_index(members * chunks * cols, [=] EMERGENT_HD(std::int64_t i) {
-    const int c = int(i % cols);
-    const std::int64_t chunk = (i / cols) % chunks, e = i / (cols * chunks);
-    const std::int64_t end = (chunk + 1) * kRowChunk < rows ? (chunk + 1) * kRowChunk : rows;
-    T sum = 0;
-    for (std::int64_t r = chunk * kRowChunk; r < end; ++r) sum += T(value(e, r, c));
-    partial[i] = sum;
-  });
-  for_each_index(std::int64_t(members) * cols, [=] EMERGENT_HD(std::int64_t i) {
-    const std::int64_t e = i / cols;
-    const int c = int(i % cols);
-    const T* p = partial + e * chunks * cols + c;
-    T sum = 0;
-    for (std::int64_t k = 0; k < chunks; ++k) sum += p[k * cols];
-    Out& o = out[e * out_stride + c];
-    o = accumulate ? Out(o + sum) : Out(sum);
-  });
+  Out* const outs[1] = {out};
+  column_sums_of<T, 1>(outs, out_stride, members, rows, cols, accumulate,
+                       [=] EMERGENT_HD(std::int64_t e, std::int64_t r, int c) {
+                         return ColumnValues<T, 1>{{T(value(e, r, c))}};
+                       });
 }
 
 }  // namespace emergent::cuda
