@@ -85,8 +85,8 @@ figures: deps
 sanitize: deps
 	$(CMAKE) -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=Debug -DEMERGENT_SANITIZE=ON \
 	  -DEMERGENT_BUILD_EXAMPLES=OFF -DEMERGENT_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS)
-	$(CMAKE) --build $(SANITIZE_DIR) -j$(JOBS) --target emergent_tests emergent_native_tests
-	$(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -R '^emergent_(native_)?tests$$'
+	$(CMAKE) --build $(SANITIZE_DIR) -j$(JOBS) --target emergent_tests emergent_native_tests emergent_device_tests
+	$(CTEST) --test-dir $(SANITIZE_DIR) --output-on-failure -R '^emergent_(native_|device_)?tests$$'
 
 # Every libFuzzer target of tests/fuzz/ (clang, ASan + UBSan), FUZZ_SECONDS each from its seed corpus.
 fuzz:
