@@ -481,18 +481,16 @@ struct GatedDeltaNetMixer {
       });
       const float* dgs = raw(s.d_g);
       const float* d_proj_c = raw(s.d_proj);
-      column_sums<float>(g + Cpu::a_log, stride, at.members, rows, H, true,
-                         [=] EMERGENT_HD(std::int64_t m, std::int64_t r, int h) {
-                           const std::int64_t token = m * rows + r;
-                           const float z = proj[token * W + kA + h] + dt_bias[m * stride + h];
-                           const float raw_g =
-                               -expf(a_log[m * stride + h]) * detail::gdn_softplus(z);
-                           return raw_g < kMinLogDecay ? 0.0f : dgs[token * H + h] * raw_g;
-                         });
-      column_sums<float>(g + Cpu::dt_bias, stride, at.members, rows, H, true,
-                         [=] EMERGENT_HD(std::int64_t m, std::int64_t r, int h) {
-                           return d_proj_c[(m * rows + r) * W + kA + h];
-                         });
+      float* const sums[2] = {g + Cpu::a_log, g + Cpu::dt_bias};  // one pass over the rows
+      column_sums_of<float, 2>(
+          sums, stride, at.members, rows, H, true,
+          [=] EMERGENT_HD(std::int64_t m, std::int64_t r, int h) {
+            const std::int64_t token = m * rows + r;
+            const float z = proj[token * W + kA + h] + dt_bias[m * stride + h];
+            const float raw_g = -expf(a_log[m * stride + h]) * detail::gdn_softplus(z);
+            return ColumnValues<float, 2>{{raw_g < kMinLogDecay ? 0.0f : dgs[token * H + h] * raw_g,
+                                           d_proj_c[token * W + kA + h]}};
+          });
     }
     {
       OpScope scope("gated_deltanet.conv_silu_l2.backward");  // d_qkv <- dL/d conv output
