@@ -48,7 +48,7 @@ echo "   launches and host synchronisations of a step; the graph against direct 
 build-gpu/emergent_cuda_tests | tee "$out/cuda_tests.txt" || echo "emergent_cuda_tests: exit $?"
 
 echo "== the step's graph against direct launches: a padded ensemble compacted, and Gated DeltaNet"
-timeout 120 bash benchmarks/gpu/graph_check.sh build-gpu/emergent_ensemble_cuda "$out" ||
+timeout 60 bash benchmarks/gpu/graph_check.sh build-gpu/emergent_ensemble_cuda "$out" ||
   echo "graph_check: exit $?"
 
 # One timed ensemble run: task, E, precision, steps, time limit (s). Appends a row to
