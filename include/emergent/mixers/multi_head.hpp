@@ -25,6 +25,12 @@ struct Problem {
   std::size_t offset;
 };
 
+// Problem `index` of sequences of length T, H heads of d_head Dh.
+template <int H, int Dh>
+Problem problem_of(std::int64_t index, int T) {
+  return {index / H, static_cast<int>(index % H), index, static_cast<std::size_t>(index) * T * Dh};
+}
+
 // acts.qkv <- x W_qkv^T + b_qkv; head(Problem) for every (b, h), which writes the head's output
 // into its columns of acts.heads; y <- acts.heads W_out^T + b_out.
 template <class Mixer, class Real, class Acts, class Head>
@@ -33,9 +39,8 @@ void multi_head_forward(const Real* params, const Real* x, Real* y, Acts& acts, 
   constexpr int D = Mixer::D, H = Mixer::H, Dh = Mixer::Dh;
   nn::linear_forward(acts.qkv, x, params + Mixer::qkv_weight, params + Mixer::qkv_bias, B * T, D,
                      3 * D);
-  parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
-    head(Problem{bh / H, static_cast<int>(bh % H), bh, static_cast<std::size_t>(bh) * T * Dh});
-  });
+  parallel_for(static_cast<std::int64_t>(B) * H,
+               [&](std::int64_t bh) { head(problem_of<H, Dh>(bh, T)); });
   nn::linear_forward(y, acts.heads, params + Mixer::out_weight, params + Mixer::out_bias, B * T, D,
                      D);
 }
@@ -50,7 +55,7 @@ void multi_head_backward(const Real* params, Real* grads, const Real* x, const R
   nn::linear_backward(acts.d_heads, grads + Mixer::out_weight, grads + Mixer::out_bias, dy,
                       acts.heads, params + Mixer::out_weight, B * T, D, D);
   parallel_for(static_cast<std::int64_t>(B) * H, [&](std::int64_t bh) {
-    const Problem p{bh / H, static_cast<int>(bh % H), bh, static_cast<std::size_t>(bh) * T * Dh};
+    const Problem p = problem_of<H, Dh>(bh, T);
     head(p);
     merge_gradients<D, Dh>(acts.d_qkv + p.b * T * 3 * D, p.h, T, acts.d_q + p.offset,
                            acts.d_k + p.offset, acts.d_v + p.offset);
