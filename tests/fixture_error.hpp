@@ -1,6 +1,6 @@
 // How far our values are from a golden fixture's (float32 in the file): the worst absolute
 // difference over the largest absolute fixture value, so one number per tensor whatever its scale.
-// tests/test_mixer_golden.cpp and tests/test_encoder.cpp judge their fixtures by it.
+// tests/mixer_golden.hpp and tests/test_encoder.cpp judge their fixtures by it.
 #pragma once
 
 #include <doctest/doctest.h>

@@ -9,7 +9,9 @@
 //   - accumulation: backward adds into the gradients and overwrites dx;
 //   - decoding (RecurrentMixer only): step() token by token equals the parallel forward;
 //   - the whole Model<Mixer, Shape> in double: finite differences through the loss;
-//   - init: deterministic in the seed, finite, and every Init::custom tensor actually filled.
+//   - init: deterministic in the seed, finite, and every Init::custom tensor actually filled;
+//   - (check_catalog_line, for the mixers a run can name) the line of settings/mixer_catalog.hpp
+//     says what the type is.
 //
 // Parameters start from Model::init (so that gates, decays and step sizes are in their usual
 // ranges) plus noise, so that tensors initialised to zero or one still get tested gradients.
@@ -26,6 +28,7 @@
 #include <emergent/mixers/mixer.hpp>
 #include <emergent/model/model.hpp>
 #include <emergent/reference/mixer.hpp>
+#include <emergent/settings/mixer_catalog.hpp>
 #include <random>
 #include <span>
 #include <string>
@@ -365,6 +368,23 @@ void run_all(const Reference& reference, std::initializer_list<int> lengths) {
     check_model_gradients<emergent::Model<MixerT, S, double>>(2, std::min(T, 7));
   }
   SUBCASE("init") { check_init<MixerT, S>(); }
+}
+
+// The catalog's line for `name` (settings/mixer_catalog.hpp) against the type: its name, whether
+// it takes the attention bias, and uses_heads. Attention splits its width into the heads, so its
+// parameter count is the same at any count; another mixer reads heads exactly when its parameter
+// count changes with them.
+template <template <Shape, class> class MixerT>
+void check_catalog_line(const std::string& name) {
+  constexpr Shape two{.vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
+  constexpr Shape four{
+      .vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 16, .max_len = 8};
+  using Mixer = MixerT<two, float>;
+  const emergent::MixerInfo& info = emergent::find_mixer(name, "test");
+  CHECK(std::string(Mixer::name) == name);
+  CHECK(info.takes_attention_bias == emergent::KeepsAttention<Mixer>);
+  if (!emergent::KeepsAttention<Mixer>)
+    CHECK(info.uses_heads == (Mixer::layout.total != MixerT<four, float>::layout.total));
 }
 
 }  // namespace mixer_suite

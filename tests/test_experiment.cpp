@@ -14,11 +14,6 @@
 #include <emergent/experiment/sweep_file.hpp>
 #include <emergent/experiment/sweep_folder.hpp>
 #include <emergent/experiment/sweep_plan.hpp>
-#include <emergent/mixers/dot_attention.hpp>
-#include <emergent/mixers/gated_deltanet.hpp>
-#include <emergent/mixers/mamba.hpp>
-#include <emergent/mixers/mlp_mixer.hpp>
-#include <emergent/mixers/rwkv.hpp>
 #include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/ensemble_members.hpp>
@@ -153,36 +148,14 @@ TEST_CASE("no two groups declare one name, and tasks that share a name share its
     }
 }
 
-TEST_CASE("the mixer catalog matches the mixer types") {
-  constexpr emergent::Shape s{
-      .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
-  const auto check = [](const std::string& name, std::string_view type_name, bool keeps_attention) {
-    const emergent::MixerInfo& info = emergent::find_mixer(name, "test");
-    CHECK(type_name == name);
-    CHECK(info.takes_attention_bias == keeps_attention);
-  };
-  // uses_heads: the parameter count changes with heads exactly for the mixers that read them
-  constexpr emergent::Shape two{
-      .vocab = 2, .d_model = 16, .heads = 2, .layers = 1, .d_ff = 16, .max_len = 8};
-  constexpr emergent::Shape four{
-      .vocab = 2, .d_model = 16, .heads = 4, .layers = 1, .d_ff = 16, .max_len = 8};
-  CHECK(
-      emergent::find_mixer("gated_deltanet", "t").uses_heads ==
-      (emergent::GatedDeltaNet<two>::layout.total != emergent::GatedDeltaNet<four>::layout.total));
-  CHECK(emergent::find_mixer("mamba", "t").uses_heads ==
-        (emergent::Mamba<two>::layout.total != emergent::Mamba<four>::layout.total));
-  CHECK(emergent::find_mixer("rwkv", "t").uses_heads ==
-        (emergent::Rwkv<two>::layout.total != emergent::Rwkv<four>::layout.total));
-  CHECK(emergent::find_mixer("mlp_mixer", "t").uses_heads ==
-        (emergent::MlpMixer<two>::layout.total != emergent::MlpMixer<four>::layout.total));
-  check("dot_attention", emergent::DotAttention<s>::name,
-        emergent::KeepsAttention<emergent::DotAttention<s>>);
-  check("mlp_mixer", emergent::MlpMixer<s>::name, emergent::KeepsAttention<emergent::MlpMixer<s>>);
-  check("mamba", emergent::Mamba<s>::name, emergent::KeepsAttention<emergent::Mamba<s>>);
-  check("gated_deltanet", emergent::GatedDeltaNet<s>::name,
-        emergent::KeepsAttention<emergent::GatedDeltaNet<s>>);
-  check("rwkv", emergent::Rwkv<s>::name, emergent::KeepsAttention<emergent::Rwkv<s>>);
-  CHECK(emergent::mixer_catalog().size() == 5);
+TEST_CASE("the mixer catalog has the five mixers") {
+  // Each line is checked against its mixer type by the mixer's own test
+  // (tests/test_mixer_<name>.cpp: mixer_suite::check_catalog_line), so that this file includes no
+  // mixer.
+  std::vector<std::string> names;
+  for (const emergent::MixerInfo& info : emergent::mixer_catalog()) names.push_back(info.name);
+  CHECK(names ==
+        std::vector<std::string>{"dot_attention", "mlp_mixer", "mamba", "gated_deltanet", "rwkv"});
 }
 
 TEST_CASE("a sweep expands blocks as cartesian products, zips and seeds, in a fixed order") {

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "dot_attention_checks.hpp"
+#include "mixer_suite.hpp"
 #include "reference_checks.hpp"
 
 namespace {
@@ -89,4 +90,8 @@ TEST_CASE("select_causal_attention: short forms up to T = 64, long ones after") 
   CHECK(kernels == emergent::CausalAttentionLong<float, 16>::available);
   CHECK(selected<float, 16>(64) == (kernels ? "short" : "direct"));
   CHECK(selected<float, 16>(65) == (kernels ? "long" : "blocked"));
+}
+
+TEST_CASE("the mixer catalog's dot_attention line matches the type") {
+  mixer_suite::check_catalog_line<emergent::DotAttention>("dot_attention");
 }

@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "mixer_golden.hpp"
 #include "mixer_suite.hpp"
 
 namespace {
@@ -335,4 +336,13 @@ TEST_CASE("GatedDeltaNet: init follows FLA's layer") {
   }
   // Per-layer draws differ (they are indexed by position in the whole buffer).
   CHECK(params[Net::mixer_offset(0) + Mixer::a_log] != params[Net::mixer_offset(1) + Mixer::a_log]);
+}
+
+TEST_CASE(
+    "Gated DeltaNet against transformers' gated delta rule and gated RMSNorm in FLA's layer") {
+  mixer_golden::check_both<emergent::GatedDeltaNet>("gated_deltanet.safetensors", 10);
+}
+
+TEST_CASE("the mixer catalog's gated_deltanet line matches the type") {
+  mixer_suite::check_catalog_line<emergent::GatedDeltaNet>("gated_deltanet");
 }

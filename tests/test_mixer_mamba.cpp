@@ -9,6 +9,7 @@
 #include <emergent/reference/mamba.hpp>
 #include <vector>
 
+#include "mixer_golden.hpp"
 #include "mixer_suite.hpp"
 
 namespace {
@@ -146,4 +147,12 @@ TEST_CASE("Mamba: results do not depend on the thread count") {
   CHECK(one.y == many.y);
   CHECK(one.dx == many.dx);
   CHECK(one.grads == many.grads);
+}
+
+TEST_CASE("Mamba against transformers' MambaMixer (slow_forward)") {
+  mixer_golden::check_both<emergent::Mamba>("mamba.safetensors");
+}
+
+TEST_CASE("the mixer catalog's mamba line matches the type") {
+  mixer_suite::check_catalog_line<emergent::Mamba>("mamba");
 }

@@ -10,6 +10,7 @@
 #include <emergent/reference/mlp_mixer.hpp>
 #include <vector>
 
+#include "mixer_golden.hpp"
 #include "mixer_suite.hpp"
 
 namespace {
@@ -183,4 +184,12 @@ TEST_CASE("MlpMixer: results do not depend on the thread count") {
   CHECK(one.y == three.y);
   CHECK(one.dx == three.dx);
   CHECK(one.grads == three.grads);
+}
+
+TEST_CASE("MLP-Mixer against PyTorch's masked matrix product") {
+  mixer_golden::check_both<emergent::MlpMixer>("mlp_mixer.safetensors");
+}
+
+TEST_CASE("the mixer catalog's mlp_mixer line matches the type") {
+  mixer_suite::check_catalog_line<emergent::MlpMixer>("mlp_mixer");
 }

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "mixer_golden.hpp"
 #include "mixer_suite.hpp"
 
 namespace {
@@ -255,4 +256,16 @@ TEST_CASE("RWKV-4 block: Model<Rwkv, S, double, RwkvChannelMix> gradients by fin
   // both initialised by their own init (through Model::init) plus the suite's noise.
   mixer_suite::check_model_gradients<
       emergent::Model<Rwkv, kShape, double, emergent::RwkvChannelMix>>(2, 7);
+}
+
+TEST_CASE("RWKV-4 time mixing against transformers' RwkvSelfAttention") {
+  mixer_golden::check_both<emergent::Rwkv>("rwkv.safetensors");
+}
+
+TEST_CASE("RWKV-4 channel mixing against transformers' RwkvFeedForward") {
+  mixer_golden::check_both<emergent::RwkvChannelMix>("rwkv_channel.safetensors");
+}
+
+TEST_CASE("the mixer catalog's rwkv line matches the type") {
+  mixer_suite::check_catalog_line<emergent::Rwkv>("rwkv");
 }

@@ -98,7 +98,7 @@ const std::string kCompiledText =
                             kCompiledShape) +
     " only";
 #else
-const std::string kCompiledText = "dot_attention, mlp_mixer and mamba at" +
+const std::string kCompiledText = "dot_attention, mlp_mixer, mamba, gated_deltanet and rwkv at" +
                                   emergent::cli::describe("", emergent::cli::kLinearMapShape) +
                                   " and at" +
                                   emergent::cli::describe("", emergent::cli::kAutomatonShape);

@@ -93,7 +93,7 @@ inline const ShapeEntry& find_shape(const std::string& mixer, const Shape& wante
 }
 
 // The entry of Model<Mixer, S, float, Channel>, under the mixer's own name (Mixer::name, which
-// the catalog of settings/mixer_catalog.hpp repeats and tests/test_experiment.cpp checks).
+// the catalog of settings/mixer_catalog.hpp repeats and the mixer's test checks).
 template <template <Shape, class> class Mixer, Shape S,
           template <Shape, class> class Channel = GeluMlp>
 ShapeEntry make_entry() {

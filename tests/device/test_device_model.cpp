@@ -1,9 +1,7 @@
-// The whole device training step against the CPU path, which tests/test_model_reference.cpp and
-// the golden tests check against the Eigen reference and PyTorch: an ensemble's losses and
-// gradients against Model<Mixer> run member by member (dot attention, the causal MLP-Mixer,
-// Mamba, Gated DeltaNet and RWKV-4 with its channel mixing), the device linear-map sampler
-// against LinearMap::sample, the ensemble AdamW against AdamW, 100 training steps of an
-// ensemble against the same seeds trained on the CPU, and the same bits on a rerun.
+// The device model beside its mixers (whose own checks are
+// tests/device/test_device_mixer_<name>.cpp): the opt-in tf32 precision of dot attention's ensemble
+// against the CPU model, the device samplers (linear map, automaton, padded) against the tasks'
+// own, the ensemble AdamW against AdamW, and the same bits on a rerun.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,19 +9,9 @@
 #include <emergent/cuda/adamw.cuh>
 #include <emergent/cuda/cellular_automaton.cuh>
 #include <emergent/cuda/dot_attention.cuh>
-#include <emergent/cuda/gated_deltanet.cuh>
 #include <emergent/cuda/linear_map.cuh>
-#include <emergent/cuda/mamba.cuh>
-#include <emergent/cuda/mlp_mixer.cuh>
 #include <emergent/cuda/model.cuh>
-#include <emergent/cuda/rwkv.cuh>
-#include <emergent/cuda/rwkv_channel_mix.cuh>
 #include <emergent/mixers/dot_attention.hpp>
-#include <emergent/mixers/gated_deltanet.hpp>
-#include <emergent/mixers/mamba.hpp>
-#include <emergent/mixers/mlp_mixer.hpp>
-#include <emergent/mixers/rwkv.hpp>
-#include <emergent/mixers/rwkv_channel_mix.hpp>
 #include <emergent/optim/adamw.hpp>
 #include <emergent/tasks/cellular_automaton.hpp>
 #include <emergent/tasks/linear_map.hpp>
@@ -31,145 +19,22 @@
 #include <vector>
 
 #include "device_checks.hpp"
-
-// nvcc 13 cannot name Model<Mixer, S> in non-template code once a template on S has named it
-// ("'__T0' was not declared"), so every function here that names a model is a template on its
-// Shape (and mixer).
-namespace device_model_shapes {
-inline constexpr emergent::Shape kShape{
-    .vocab = 3, .d_model = 16, .heads = 4, .layers = 2, .d_ff = 24, .max_len = 12};
-// The linear map trained E seeds at a time on the device, and seed by seed on the CPU.
-inline constexpr emergent::Shape kLinmap{
-    .vocab = 2, .d_model = 32, .heads = 4, .layers = 1, .d_ff = 64, .max_len = 16};
-}  // namespace device_model_shapes
+#include "device_mixer_checks.hpp"
 
 namespace {
 
 using namespace device_checks;
-using device_model_shapes::kLinmap;
-using device_model_shapes::kShape;
+using device_mixer_checks::check_ensemble_against_cpu;
+using device_mixer_checks::decay_ranges;
+using device_mixer_checks::initial_parameters;
+using device_mixer_checks::train_on_device;
+using device_mixer_shapes::kEnsembleShape;
+using device_mixer_shapes::kTrainingShape;
 namespace cuda = emergent::cuda;
 using cuda::copy_to_host;
 using cuda::raw;
 using emergent::DotAttention;
-using emergent::GatedDeltaNet;
-using emergent::Mamba;
-using emergent::MlpMixer;
-using emergent::Rwkv;
-using emergent::RwkvChannelMix;
 using emergent::Shape;
-
-template <template <Shape, class> class MixerT, Shape S,
-          template <Shape, class> class ChannelT = emergent::GeluMlp>
-std::vector<float> initial_parameters(int members, std::uint64_t first_seed) {
-  using Cpu = emergent::Model<MixerT, S, float, ChannelT>;
-  std::vector<float> all(Cpu::parameter_count * members);
-  for (int e = 0; e < members; ++e)
-    Cpu::init(std::span<float>(all).subspan(e * Cpu::parameter_count, Cpu::parameter_count),
-              first_seed + e);
-  return all;
-}
-
-template <template <Shape, class> class MixerT, Shape S,
-          template <Shape, class> class ChannelT = emergent::GeluMlp>
-std::vector<emergent::DecayRange> decay_ranges() {
-  using Cpu = emergent::Model<MixerT, S, float, ChannelT>;
-  std::vector<emergent::DecayRange> ranges;
-  for (const auto& t : Cpu::tensors()) ranges.push_back({t.offset, t.size, t.weight_decay});
-  return ranges;
-}
-
-// Tolerances: relative, of each member's loss and of each gradient tensor (fp32 by default; the
-// tf32 case below states its own).
-template <template <Shape, class> class MixerT, Shape S,
-          template <Shape, class> class ChannelT = emergent::GeluMlp>
-void check_ensemble_against_cpu(double loss_tolerance = 1e-5, double gradient_tolerance = 1e-4,
-                                double noise = 0) {
-  using Ensemble = cuda::EnsembleModel<MixerT, S, ChannelT>;
-  using Cpu = typename Ensemble::Cpu;
-  const int E = 3, B = 2, T = 11;
-  std::vector<float> params = initial_parameters<MixerT, S, ChannelT>(E, 40);
-  if (noise != 0) {  // off the init (RWKV's zeroes weights, and with them most gradients)
-    const std::vector<float> n = random_floats(params.size(), 41, noise);
-    for (std::size_t i = 0; i < params.size(); ++i) params[i] += n[i];
-  }
-  std::vector<std::int32_t> inputs(E * B * T), targets(inputs.size());
-  for (std::size_t n = 0; n < inputs.size(); ++n) {
-    inputs[n] = std::int32_t((n * 5 + n / 7) % 3);
-    targets[n] = std::int32_t((n * 2 + 1) % 3);
-  }
-  // Each member its own loss weights, bias pattern and strength (a mixed ensemble's members
-  // may train different tasks): member e's weights are a rotation of these, its strength
-  // bias * e (member 0 unbiased).
-  const std::vector<float> base_weights = {0, 1, 1, 0.5f, 1, 1, 2, 1, 1, 0, 1};
-  std::vector<float> weights;
-  for (int e = 0; e < E; ++e)
-    for (int t = 0; t < T; ++t) weights.push_back(base_weights[(t + 3 * e) % T]);
-  const std::vector<float> patterns = random_floats(E * T * T, 3, 1.0);
-  const bool takes_bias = Cpu::Mixer::name == DotAttention<S, float>::name;
-  for (float bias : {0.0f, 1.5f}) {
-    if (bias != 0 && !takes_bias) continue;
-    CAPTURE(bias);
-    std::vector<float> strengths;
-    for (int e = 0; e < E; ++e) strengths.push_back(bias * float(e));
-    Ensemble ensemble(E, B, T);
-    ensemble.params = to_device(params);
-    cuda::copy_to_device<std::int32_t>(inputs, ensemble.inputs);
-    cuda::copy_to_device<std::int32_t>(targets, ensemble.targets);
-    ensemble.loss_weights = to_device(weights);
-    ensemble.set_bias(patterns, strengths);
-    ensemble.zero_gradients();
-    const std::vector<double> losses = ensemble.forward();
-    ensemble.backward();
-    const auto grads = copy_to_host(ensemble.grads);
-    for (int e = 0; e < E; ++e) {
-      CAPTURE(e);
-      const std::size_t at = std::size_t(e) * Cpu::parameter_count,
-                        tokens_at = std::size_t(e) * B * T;
-      typename Cpu::Workspace ws;
-      const std::span<const float> p(params.data() + at, Cpu::parameter_count);
-      const std::span<const float> pattern = std::span(patterns).subspan(e * T * T, T * T);
-      const double loss =
-          Cpu::forward(p,
-                       {B, T, std::span<const std::int32_t>(inputs).subspan(tokens_at, B * T),
-                        std::span<const std::int32_t>(targets).subspan(tokens_at, B * T),
-                        std::span(weights).subspan(e * T, T),
-                        strengths[e] != 0 ? pattern : std::span<const float>(), strengths[e]},
-                       ws);
-      std::vector<float> g(Cpu::parameter_count, 0.0f);
-      Cpu::backward(p, g, ws);
-      CHECK(losses[e] == doctest::Approx(loss).epsilon(loss_tolerance));
-      // Each tensor's difference relative to its own norm, or to 1% of the whole gradient's if
-      // its own is smaller: a gradient that is zero in exact arithmetic holds rounding noise on
-      // both sides (the MLP-Mixer's per-position bias shifts all D channels of a token alike,
-      // which every LayerNorm after it removes).
-      double whole = 0;
-      for (float v : g) whole += double(v) * v;
-      for (const auto& t : Cpu::tensors()) {
-        CAPTURE(t.name);
-        const std::vector<double> expected(g.begin() + t.offset, g.begin() + t.offset + t.size);
-        double norm = 0, difference = 0;
-        for (std::size_t i = 0; i < t.size; ++i) {
-          norm += expected[i] * expected[i];
-          difference +=
-              (grads[at + t.offset + i] - expected[i]) * (grads[at + t.offset + i] - expected[i]);
-        }
-        CHECK(std::sqrt(difference) <
-              gradient_tolerance * std::max(std::sqrt(norm), 1e-2 * std::sqrt(whole)));
-      }
-    }
-  }
-}
-
-TEST_CASE("device ensemble: each member's loss and every gradient equal the CPU model's") {
-  SUBCASE("dot attention") { check_ensemble_against_cpu<DotAttention, kShape>(); }
-  SUBCASE("causal MLP-Mixer") { check_ensemble_against_cpu<MlpMixer, kShape>(); }
-  SUBCASE("Mamba") { check_ensemble_against_cpu<Mamba, kShape>(); }
-  SUBCASE("Gated DeltaNet") { check_ensemble_against_cpu<GatedDeltaNet, kShape>(); }
-  SUBCASE("RWKV-4 (its time and channel mixing)") {
-    check_ensemble_against_cpu<Rwkv, kShape, RwkvChannelMix>(1e-5, 1e-4, 0.1);
-  }
-}
 
 #if EMERGENT_DEVICE_IS_CUDA
 // The opt-in tf32 precision (TF32 inputs to the tensor cores, float accumulation: about 3e-4
@@ -180,7 +45,7 @@ TEST_CASE("device ensemble in tf32: each member's loss and gradients within tf32
     ~Restore() { cuda::gemm_precision() = cuda::Precision::fp32; }
   } restore;
   cuda::gemm_precision() = cuda::Precision::tf32;
-  check_ensemble_against_cpu<DotAttention, kShape>(1e-3, 1e-2);
+  check_ensemble_against_cpu<DotAttention, kEnsembleShape>(1e-3, 1e-2);
 }
 #endif
 
@@ -318,92 +183,13 @@ void check_adamw_against_cpu() {
 }
 
 TEST_CASE("device AdamW: each member's update is AdamW's, clipped by its own norm") {
-  check_adamw_against_cpu<kShape>();
-}
-
-struct Curves {
-  std::vector<std::vector<double>> loss;  // [member][step]
-  std::vector<float> params;
-};
-
-template <template <Shape, class> class MixerT, Shape S,
-          template <Shape, class> class ChannelT = emergent::GeluMlp>
-Curves train_on_device(const emergent::LinearMap& task, int members, int batch, int steps) {
-  using Net = cuda::EnsembleModel<MixerT, S, ChannelT>;
-  const std::size_t P = Net::P;
-  Net model(members, batch, task.length());
-  std::vector<float> init(P * members);
-  std::vector<std::uint64_t> seeds(members);
-  for (int e = 0; e < members; ++e) {
-    seeds[e] = 100 + e;
-    Net::Cpu::init(std::span<float>(init).subspan(e * P, P), seeds[e]);
-  }
-  model.params = to_device(init);
-  model.loss_weights = to_device(for_each_member(task.full_loss_weights(), members));
-  cuda::EnsembleAdamW optimizer({}, decay_ranges<MixerT, S, ChannelT>(), P, members);
-  const cuda::DeviceLinearMap data(task);
-  DeviceVector<std::uint64_t> seeds_device;
-  cuda::copy_to_device<std::uint64_t>(seeds, seeds_device);
-  Curves c{std::vector<std::vector<double>>(members), {}};
-  for (int step = 0; step < steps; ++step) {
-    data.sample(raw(seeds_device), members, step, batch, raw(model.inputs), raw(model.targets));
-    model.zero_gradients();
-    const std::vector<double> losses = model.forward();
-    model.backward();
-    optimizer.step(raw(model.params), raw(model.grads), 3e-3);
-    for (int e = 0; e < members; ++e) c.loss[e].push_back(losses[e]);
-  }
-  c.params = copy_to_host(model.params);
-  return c;
-}
-
-template <template <Shape, class> class MixerT, Shape S,
-          template <Shape, class> class ChannelT = emergent::GeluMlp>
-void check_training_against_cpu() {
-  using Net = emergent::Model<MixerT, S, float, ChannelT>;
-  const emergent::LinearMap task(8, 2, 0);
-  const int E = 2, B = 16, T = task.length(), steps = 100;
-  const Curves device = train_on_device<MixerT, S, ChannelT>(task, E, B, steps);
-  const std::vector<emergent::DecayRange> ranges = decay_ranges<MixerT, S, ChannelT>();
-  const std::vector<float> weights = task.full_loss_weights();
-  for (int e = 0; e < E; ++e) {
-    CAPTURE(e);
-    std::vector<float> params(Net::parameter_count), grads(Net::parameter_count);
-    Net::init(params, 100 + e);
-    emergent::AdamW<float> optimizer({}, ranges, Net::parameter_count);
-    typename Net::Workspace ws;
-    std::vector<std::int32_t> inputs(B * T), targets(B * T);
-    double worst = 0;
-    for (int step = 0; step < steps; ++step) {
-      task.sample(100 + e, step, B, inputs, targets);
-      const double loss = Net::forward(params, {B, T, inputs, targets, weights, {}, 0}, ws);
-      std::fill(grads.begin(), grads.end(), 0.0f);
-      Net::backward(params, grads, ws);
-      optimizer.step(params, grads, 3e-3);
-      worst = std::max(worst, std::abs(loss - device.loss[e][step]));
-    }
-    MESSAGE("member " << e << ": loss " << device.loss[e].front() << " -> " << device.loss[e].back()
-                      << ", worst |device - cpu| " << worst);
-    CHECK(device.loss[e].back() < device.loss[e].front() - 0.02);  // it trained
-    CHECK(worst < 2e-3);
-    const std::vector<double> expected(params.begin(), params.end());
-    CHECK(relative_error(device.params, e * Net::parameter_count, expected.data(),
-                         expected.size()) < 2e-3);
-  }
-}
-
-TEST_CASE("device training: 100 steps of a 2-seed ensemble follow the CPU runs of those seeds") {
-  SUBCASE("dot attention") { check_training_against_cpu<DotAttention, kLinmap>(); }
-  SUBCASE("causal MLP-Mixer") { check_training_against_cpu<MlpMixer, kLinmap>(); }
-  SUBCASE("Mamba") { check_training_against_cpu<Mamba, kLinmap>(); }
-  SUBCASE("Gated DeltaNet") { check_training_against_cpu<GatedDeltaNet, kLinmap>(); }
-  SUBCASE("RWKV-4") { check_training_against_cpu<Rwkv, kLinmap, RwkvChannelMix>(); }
+  check_adamw_against_cpu<kEnsembleShape>();
 }
 
 TEST_CASE("device training: a rerun gives the same bits") {
   const emergent::LinearMap task(6, 2, 1);
-  const Curves a = train_on_device<DotAttention, kLinmap>(task, 2, 8, 10),
-               b = train_on_device<DotAttention, kLinmap>(task, 2, 8, 10);
+  const Curves a = train_on_device<DotAttention, kTrainingShape>(task, 2, 8, 10),
+               b = train_on_device<DotAttention, kTrainingShape>(task, 2, 8, 10);
   CHECK(a.loss == b.loss);
   CHECK(a.params == b.params);
 }

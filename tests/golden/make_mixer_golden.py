@@ -28,7 +28,7 @@ Where our layer differs from theirs on purpose, the fixture bridges it, and says
   - MLP-Mixer: our weight is the packed lower triangle; the fixture stores it packed.
 The oracles compute parts in float32 even in a float64 run (transformers' Mamba casts A_log,
 its RWKV the keys and WKV state, its gated delta rule and gated norm their inputs), so the
-fixtures are good to float32 rounding, not beyond: tests/test_mixer_golden.cpp says the
+fixtures are good to float32 rounding, not beyond: tests/mixer_golden.hpp says the
 tolerances.
 
 Every input and weight is drawn in float64, rounded to float32 and used as such, so the F32

@@ -1,8 +1,8 @@
 // The token mixers a run can name (config "mixer"), as data: what validation needs to know
 // of each (whether it has attention logits for the attention-bias intervention) and what a
 // generated translation unit needs to instantiate it (header and C++ names), for shapes compiled
-// on demand. tests/test_experiment.cpp ("the mixer catalog matches the mixer types") checks every
-// line against the mixer types themselves.
+// on demand. Each mixer's test (tests/test_mixer_<name>.cpp: mixer_suite::check_catalog_line)
+// checks its line against the mixer type itself.
 // To add a mixer: its header, its reference and tests, one line here and a file in
 // apps/registry/ for prebuilt shapes (and for the device backend its twin, cuda/mixer.cuh).
 #pragma once

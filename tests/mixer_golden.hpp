@@ -1,8 +1,9 @@
-// The MLP-Mixer, Mamba, Gated DeltaNet and RWKV-4 mixers against outside oracles: forward output
-// and every gradient (input and parameters) of one layer, as tests/golden/make_mixer_golden.py
-// computed them with Hugging Face transformers' layers (Mamba, RWKV time and channel mixing, the
-// gated delta rule and its gated RMSNorm) and plain PyTorch (the MLP-Mixer's masked matrix). The
-// script's header says where the fixture bridges a deliberate difference of layout.
+// A mixer against its outside oracle, run by each mixer's test (tests/test_mixer_<name>.cpp):
+// forward output and every gradient (input and parameters) of one layer, as
+// tests/golden/make_mixer_golden.py computed them with Hugging Face transformers' layers (Mamba,
+// RWKV time and channel mixing, the gated delta rule and its gated RMSNorm) and plain PyTorch (the
+// MLP-Mixer's masked matrix). The script's header says where the fixture bridges a deliberate
+// difference of layout.
 //
 // Tolerances: error = max |ours - theirs| / max |theirs| per tensor. The oracles compute parts in
 // float32 even in their float64 run (see the script), and the fixtures hold float32. Measured
@@ -10,17 +11,15 @@
 // DeltaNet 2.1e-6; float 2.8e-7 to 6.4e-7, Gated DeltaNet 6.9e-6. Tolerances: double 1e-6, float
 // 1e-5, 10x those for Gated DeltaNet's longer chain. A wrong term anywhere gives errors of order
 // 1e-2 to 1.
+#pragma once
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <emergent/core/shape.hpp>
 #include <emergent/io/safetensors.hpp>
-#include <emergent/mixers/gated_deltanet.hpp>
-#include <emergent/mixers/mamba.hpp>
-#include <emergent/mixers/mlp_mixer.hpp>
-#include <emergent/mixers/rwkv.hpp>
-#include <emergent/mixers/rwkv_channel_mix.hpp>
 #include <string>
 #include <vector>
 
@@ -31,7 +30,7 @@
 #error "EMERGENT_SOURCE_DIR must be defined (CMakeLists.txt)"
 #endif
 
-namespace {
+namespace mixer_golden {
 
 using mixer_suite::FastRun;
 using mixer_suite::run_fast;
@@ -93,25 +92,4 @@ void check_both(const std::string& file, double scale = 1) {
   SUBCASE("float") { check_against_fixture<Mixer<kGoldenShape, float>>(file, 1e-5 * scale); }
 }
 
-}  // namespace
-
-TEST_CASE("MLP-Mixer against PyTorch's masked matrix product") {
-  check_both<emergent::MlpMixer>("mlp_mixer.safetensors");
-}
-
-TEST_CASE("Mamba against transformers' MambaMixer (slow_forward)") {
-  check_both<emergent::Mamba>("mamba.safetensors");
-}
-
-TEST_CASE("RWKV-4 time mixing against transformers' RwkvSelfAttention") {
-  check_both<emergent::Rwkv>("rwkv.safetensors");
-}
-
-TEST_CASE("RWKV-4 channel mixing against transformers' RwkvFeedForward") {
-  check_both<emergent::RwkvChannelMix>("rwkv_channel.safetensors");
-}
-
-TEST_CASE(
-    "Gated DeltaNet against transformers' gated delta rule and gated RMSNorm in FLA's layer") {
-  check_both<emergent::GatedDeltaNet>("gated_deltanet.safetensors", 10);
-}
+}  // namespace mixer_golden
