@@ -72,7 +72,14 @@ inline std::string_view compiled_shape_name(const NeoxShape& shape) {
 }
 
 // A zero-initialised network for `config`; `where` (the config file) prefixes the error.
-inline std::unique_ptr<Network> make_network(const NeoxConfig& config, const std::string& where) {
+//
+// A template for the build's sake alone, as train/trainer.hpp's BasicRunTrainer is: every
+// NeoxModel of kCompiledNeoxShapes is compiled in each unit that calls it, as a header-only
+// library's code is, unless the unit is built with EMERGENT_COMPILED_NEOX, which declares the
+// instantiation extern: then src/neox_networks.cpp compiles them once, for the CLI and the
+// examples/pythia_emergence.cpp program (CMakeLists.txt: emergent_compiled_neox).
+template <class Unused = void>
+std::unique_ptr<Network> make_compiled_network(const NeoxConfig& config, const std::string& where) {
   const NeoxShape shape = shape_of(config);
   auto network = registry_detail::make_compiled(
       config, shape, std::make_index_sequence<kCompiledNeoxShapes.size()>{});
@@ -89,6 +96,15 @@ inline std::unique_ptr<Network> make_network(const NeoxConfig& config, const std
       "    NamedNeoxShape{\"my-model\", " +
       to_string(shape) + "},";
   throw Error(message);
+}
+
+#ifdef EMERGENT_COMPILED_NEOX
+extern template std::unique_ptr<Network> make_compiled_network<void>(const NeoxConfig&,
+                                                                     const std::string&);
+#endif
+
+inline std::unique_ptr<Network> make_network(const NeoxConfig& config, const std::string& where) {
+  return make_compiled_network<>(config, where);
 }
 
 }  // namespace emergent::neox
