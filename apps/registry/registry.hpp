@@ -98,8 +98,7 @@ template <template <Shape, class> class Mixer, Shape S,
           template <Shape, class> class Channel = GeluMlp>
 ShapeEntry make_entry() {
   using Net = Model<Mixer, S, float, Channel>;
-  return {std::string(Mixer<S, float>::name), S, Net::trainable_parameters,
-          [] { return std::unique_ptr<TrainableModel>(new CompiledModel<Net>()); }};
+  return {std::string(Mixer<S, float>::name), S, Net::trainable_parameters, &make_trainable<Net>};
 }
 
 }  // namespace emergent::cli

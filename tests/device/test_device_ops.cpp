@@ -22,7 +22,7 @@
 #include "device_checks.hpp"
 
 // Attention of a shape with d_head 4 and T = 9 (not a multiple of anything), with the bias. At
-// namespace scope: see test_device_model.cpp.
+// namespace scope: see device_mixer_checks.hpp.
 namespace device_ops_shapes {
 inline constexpr emergent::Shape kAttentionShape{
     .vocab = 2, .d_model = 12, .heads = 3, .layers = 1, .d_ff = 8, .max_len = 16};

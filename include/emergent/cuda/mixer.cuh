@@ -1,6 +1,6 @@
 // The contract of a token mixer's device twin, so that EnsembleModel<Mixer, S> (cuda/model.cuh)
 // takes any mixer that has one: a new twin is one file, cuda/<mixer>.cuh beside the CPU's
-// mixers/<mixer>.hpp, and its test (tests/device/test_device_mixers.cpp).
+// mixers/<mixer>.hpp, and its test (tests/device/test_device_mixer_<mixer>.cpp).
 //
 // A twin is a class template on the Shape, in namespace emergent::cuda, named as its CPU mixer,
 // with

@@ -13,7 +13,7 @@
 // Bidirectional attention (an encoder) is the same with every key j < n visible to every query,
 // n the sequence's real length (keys from n on are padding): Visibility{false, n}.
 // DotAttentionReference (at the end) is the whole mixer, with its qkv and out Linear layers, as
-// the mixer suites take it (tests/mixer_suite.hpp, tests/device/test_device_mixers.cpp).
+// the mixer suites take it (tests/mixer_suite.hpp, tests/device/device_mixer_checks.hpp).
 #pragma once
 
 #include <cmath>

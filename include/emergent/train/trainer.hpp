@@ -334,8 +334,7 @@ template <class Net>
 class Trainer : public RunTrainer {
  public:
   Trainer(TrainConfig config, std::filesystem::path run_dir, bool show_progress = true)
-      : RunTrainer(std::move(config), std::move(run_dir), std::make_unique<CompiledModel<Net>>(),
-                   show_progress) {}
+      : RunTrainer(std::move(config), std::move(run_dir), make_trainable<Net>(), show_progress) {}
 };
 
 }  // namespace emergent
