@@ -155,147 +155,12 @@ class SelfPretrainingRun {
   static constexpr std::size_t kMicroTokens = 8192;
   static constexpr int kAnalysisExamples = 32, kProfileOffsets = 16;
 
-  SelfPretrainingRun(ParameterValues config, std::filesystem::path run_dir, bool progress)
-      : config_(std::move(config)),
-        run_dir_(std::move(run_dir)),
-        progress_(progress),
-        task_(int(config_.integer("min_length")), int(config_.integer("max_length")),
-              int(config_.integer("max_depth")), int(config_.integer("max_args"))),
-        seed_(static_cast<std::uint64_t>(config_.integer("seed"))),
-        params_(Net::parameter_count),
-        grads_(Net::parameter_count),
-        optimizer_(adamw_config(), decay_ranges(), Net::parameter_count) {
-    require(Net::shape.max_len >= config_.integer("max_length") - 1, "config",
-            "the compiled model's max_len is too small for max_length");
-    // The data sets are held in memory: up to max_length tokens per example.
-    require_memory_fits(
-        double(config_.integer("train_examples") + config_.integer("test_examples")) *
-            double(config_.integer("max_length")) * sizeof(int),
-        machine_memory_bytes(), "this machine's memory", "config",
-        "train_examples + test_examples and max_length");
-  }
+  // Defined below the class, out of it (not inline): a program built with
+  // EMERGENT_PREBUILT_MODELS links them from a unit that instantiates them
+  // (train/compiled_model.hpp says why; the `emergent spt` encoders of apps/registry/encoder.cpp).
+  SelfPretrainingRun(ParameterValues config, std::filesystem::path run_dir, bool progress);
 
-  nlohmann::json run() {
-    if (config_.integer("threads") > 0) set_thread_count(int(config_.integer("threads")));
-    // A new run's warm start is read before anything is created: a wrong path leaves no folder.
-    if (!latest_checkpoint(run_dir_) && !config_.text("warm_start").empty()) read_warm_start();
-    const RunLock lock = open_run_folder(run_dir_);
-    const RunBinding binding =
-        bind_run_folder(run_dir_, config_.json(), {"steps", "threads", "eval_examples"},
-                        [](const nlohmann::json& j, const std::string& where) {
-                          return resolve_self_pretraining(j, where).json();
-                        });
-    const std::string& config_text = binding.config_text;
-    nlohmann::json changed_on_resume = binding.changed_on_resume;
-    make_data();
-    std::int64_t step = prepare_run_folder();
-
-    const std::int64_t steps = config_.integer("steps"),
-                       pretrain = config_.integer("pretrain_steps"),
-                       eval_every = config_.integer("eval_every"),
-                       checkpoint_every = config_.integer("checkpoint_every");
-    const int B = int(config_.integer("batch"));
-    const bool learn_slopes = config_.integer("learn_slopes") == 1;
-    const bool biased = learn_slopes || config_.real("proximity_bias") != 0;
-    const bool train_positions = config_.text("positions") == "learned";
-    const PhiloxStream batch_stream(seed_, stream_id_from_name("spt.batch"));
-    const PhiloxStream mask_stream(seed_, stream_id_from_name("spt.mask"));
-    std::ofstream metrics(run_dir_ / "metrics.jsonl", std::ios::app);
-    require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot open for appending");
-    const auto started = std::chrono::steady_clock::now();
-    auto last_progress = started;
-    const std::int64_t first = step;
-    std::int64_t saved_step = -1;  // the step of the checkpoint this process wrote last
-    double loss = 0;
-    for (; step < steps; ++step) {
-      const bool reconstruct = step < pretrain;
-      if (step == pretrain && pretrain > 0) {  // the label stage starts with fresh moments
-        std::fill(optimizer_.first_moment().begin(), optimizer_.first_moment().end(), 0.0f);
-        std::fill(optimizer_.second_moment().begin(), optimizer_.second_moment().end(), 0.0f);
-        optimizer_.set_steps(0);
-      }
-      const LrSchedule schedule{reconstruct ? config_.real("pretrain_lr") : config_.real("lr"),
-                                config_.integer("warmup_steps"), LrSchedule::Kind::constant, 0,
-                                1.0};
-      const double lr = schedule.at(reconstruct ? step : step - pretrain);
-
-      std::vector<std::size_t> indices(B);
-      std::vector<std::uint64_t> keys(B);
-      for (int b = 0; b < B; ++b) {
-        const std::uint64_t draw = static_cast<std::uint64_t>(step) * B + b;
-        indices[b] = batch_stream.u32(draw) % train_.size();
-        keys[b] = draw;
-      }
-      std::fill(grads_.begin(), grads_.end(), 0.0f);
-      // Masks first, so that the reconstruction loss is the mean over the whole batch's masks.
-      std::vector<PaddedBatch> parts;
-      std::int64_t masked = 0;
-      for (const std::vector<std::size_t>& group : micro_batches(train_, indices, kMicroTokens)) {
-        const BatchSlice part = slice(indices, keys, group);
-        parts.push_back(pad_batch(train_, part.examples,
-                                  reconstruct ? config_.real("mask_rate") : 0.0,
-                                  reconstruct ? &mask_stream : nullptr, part.keys));
-        masked += parts.back().masked;
-      }
-      loss = 0;
-      for (const PaddedBatch& part : parts) {
-        const std::vector<float> pattern =
-            biased ? proximity_pattern(part.length) : std::vector<float>();
-        const EncoderBatch in = view(part, reconstruct ? 0.0 : 1.0, reconstruct ? 1.0 : 0.0,
-                                     pattern, !reconstruct, reconstruct);
-        const EncoderLosses l = Net::forward(params_, in, ws_);
-        const double share =
-            reconstruct ? (masked ? double(part.masked) / masked : 0.0) : double(part.batch) / B;
-        loss += share * l.total;
-        if (share > 0) Net::backward(params_, grads_, ws_, train_positions, Real(share));
-      }
-      if (!learn_slopes)
-        for (int l = 0; l < L; ++l) std::fill_n(grads_.begin() + Net::slope_offset(l), H, 0.0f);
-      require(std::isfinite(loss), run_dir_.string(),
-              "training stopped at step " + std::to_string(step) + ": the loss is not finite");
-      const double grad_norm = optimizer_.step(params_, grads_, lr);
-      require(
-          std::isfinite(grad_norm), run_dir_.string(),
-          "training stopped at step " + std::to_string(step) + ": the gradient norm is not finite");
-
-      if (step % eval_every == 0 || step + 1 == steps) {
-        nlohmann::json row = evaluate(step);
-        row["stage"] = reconstruct ? "reconstruction" : "label";
-        row["loss"] = loss;
-        row["lr"] = lr;
-        row["grad_norm"] = grad_norm;
-        row["wall_s"] = seconds_since(started) + wall_offset_;
-        if (!changed_on_resume.empty())  // the first row after a resume that extended the run
-          row["changed_on_resume"] = std::exchange(changed_on_resume, nlohmann::json::object());
-        metrics << row.dump() << '\n' << std::flush;
-        require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
-                "cannot append a metrics row (is the disk full?)");
-        last_row_ = row;
-      }
-      if ((step + 1) % checkpoint_every == 0 || step + 1 == pretrain)
-        saved_step = save(step + 1, config_text);
-      if (progress_ && seconds_since(last_progress) > 1.0) {
-        last_progress = std::chrono::steady_clock::now();
-        const double rate = double(step + 1 - first) / std::max(seconds_since(started), 1e-9);
-        std::fprintf(stderr, "\r%s  step %lld/%lld  %s loss %.4f  %.1f steps/s  ETA %.0fs   ",
-                     run_dir_.filename().string().c_str(), (long long)(step + 1), (long long)steps,
-                     reconstruct ? "reconstruction" : "label", loss, rate,
-                     double(steps - step - 1) / std::max(rate, 1e-9));
-      }
-    }
-    if (progress_) std::fprintf(stderr, "\n");
-    // The last step's checkpoint, unless the loop just wrote it (each is written once).
-    if (saved_step != step && (step > first || !latest_checkpoint(run_dir_)))
-      save(step, config_text);
-    nlohmann::json summary = {{"steps_done", step},
-                              {"wall_s", seconds_since(started) + wall_offset_}};
-    for (const char* key :
-         {"train_accuracy", "test_accuracy", "train_label_loss", "test_label_loss",
-          "test_reconstruction_loss", "test_reconstruction_accuracy"})
-      if (last_row_.contains(key)) summary[key] = last_row_[key];
-    write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
-    return summary;
-  }
+  nlohmann::json run();
 
   std::span<const Real> parameters() const { return params_; }
 
@@ -484,5 +349,147 @@ class SelfPretrainingRun {
   nlohmann::json last_row_ = nlohmann::json::object();
   double wall_offset_ = 0;
 };
+
+#ifndef EMERGENT_PREBUILT_MODELS
+template <class Net>
+SelfPretrainingRun<Net>::SelfPretrainingRun(ParameterValues config, std::filesystem::path run_dir,
+                                            bool progress)
+    : config_(std::move(config)),
+      run_dir_(std::move(run_dir)),
+      progress_(progress),
+      task_(int(config_.integer("min_length")), int(config_.integer("max_length")),
+            int(config_.integer("max_depth")), int(config_.integer("max_args"))),
+      seed_(static_cast<std::uint64_t>(config_.integer("seed"))),
+      params_(Net::parameter_count),
+      grads_(Net::parameter_count),
+      optimizer_(adamw_config(), decay_ranges(), Net::parameter_count) {
+  require(Net::shape.max_len >= config_.integer("max_length") - 1, "config",
+          "the compiled model's max_len is too small for max_length");
+  // The data sets are held in memory: up to max_length tokens per example.
+  require_memory_fits(double(config_.integer("train_examples") + config_.integer("test_examples")) *
+                          double(config_.integer("max_length")) * sizeof(int),
+                      machine_memory_bytes(), "this machine's memory", "config",
+                      "train_examples + test_examples and max_length");
+}
+
+template <class Net>
+nlohmann::json SelfPretrainingRun<Net>::run() {
+  if (config_.integer("threads") > 0) set_thread_count(int(config_.integer("threads")));
+  // A new run's warm start is read before anything is created: a wrong path leaves no folder.
+  if (!latest_checkpoint(run_dir_) && !config_.text("warm_start").empty()) read_warm_start();
+  const RunLock lock = open_run_folder(run_dir_);
+  const RunBinding binding =
+      bind_run_folder(run_dir_, config_.json(), {"steps", "threads", "eval_examples"},
+                      [](const nlohmann::json& j, const std::string& where) {
+                        return resolve_self_pretraining(j, where).json();
+                      });
+  const std::string& config_text = binding.config_text;
+  nlohmann::json changed_on_resume = binding.changed_on_resume;
+  make_data();
+  std::int64_t step = prepare_run_folder();
+
+  const std::int64_t steps = config_.integer("steps"), pretrain = config_.integer("pretrain_steps"),
+                     eval_every = config_.integer("eval_every"),
+                     checkpoint_every = config_.integer("checkpoint_every");
+  const int B = int(config_.integer("batch"));
+  const bool learn_slopes = config_.integer("learn_slopes") == 1;
+  const bool biased = learn_slopes || config_.real("proximity_bias") != 0;
+  const bool train_positions = config_.text("positions") == "learned";
+  const PhiloxStream batch_stream(seed_, stream_id_from_name("spt.batch"));
+  const PhiloxStream mask_stream(seed_, stream_id_from_name("spt.mask"));
+  std::ofstream metrics(run_dir_ / "metrics.jsonl", std::ios::app);
+  require(metrics.good(), (run_dir_ / "metrics.jsonl").string(), "cannot open for appending");
+  const auto started = std::chrono::steady_clock::now();
+  auto last_progress = started;
+  const std::int64_t first = step;
+  std::int64_t saved_step = -1;  // the step of the checkpoint this process wrote last
+  double loss = 0;
+  for (; step < steps; ++step) {
+    const bool reconstruct = step < pretrain;
+    if (step == pretrain && pretrain > 0) {  // the label stage starts with fresh moments
+      std::fill(optimizer_.first_moment().begin(), optimizer_.first_moment().end(), 0.0f);
+      std::fill(optimizer_.second_moment().begin(), optimizer_.second_moment().end(), 0.0f);
+      optimizer_.set_steps(0);
+    }
+    const LrSchedule schedule{reconstruct ? config_.real("pretrain_lr") : config_.real("lr"),
+                              config_.integer("warmup_steps"), LrSchedule::Kind::constant, 0, 1.0};
+    const double lr = schedule.at(reconstruct ? step : step - pretrain);
+
+    std::vector<std::size_t> indices(B);
+    std::vector<std::uint64_t> keys(B);
+    for (int b = 0; b < B; ++b) {
+      const std::uint64_t draw = static_cast<std::uint64_t>(step) * B + b;
+      indices[b] = batch_stream.u32(draw) % train_.size();
+      keys[b] = draw;
+    }
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
+    // Masks first, so that the reconstruction loss is the mean over the whole batch's masks.
+    std::vector<PaddedBatch> parts;
+    std::int64_t masked = 0;
+    for (const std::vector<std::size_t>& group : micro_batches(train_, indices, kMicroTokens)) {
+      const BatchSlice part = slice(indices, keys, group);
+      parts.push_back(pad_batch(train_, part.examples,
+                                reconstruct ? config_.real("mask_rate") : 0.0,
+                                reconstruct ? &mask_stream : nullptr, part.keys));
+      masked += parts.back().masked;
+    }
+    loss = 0;
+    for (const PaddedBatch& part : parts) {
+      const std::vector<float> pattern =
+          biased ? proximity_pattern(part.length) : std::vector<float>();
+      const EncoderBatch in = view(part, reconstruct ? 0.0 : 1.0, reconstruct ? 1.0 : 0.0, pattern,
+                                   !reconstruct, reconstruct);
+      const EncoderLosses l = Net::forward(params_, in, ws_);
+      const double share =
+          reconstruct ? (masked ? double(part.masked) / masked : 0.0) : double(part.batch) / B;
+      loss += share * l.total;
+      if (share > 0) Net::backward(params_, grads_, ws_, train_positions, Real(share));
+    }
+    if (!learn_slopes)
+      for (int l = 0; l < L; ++l) std::fill_n(grads_.begin() + Net::slope_offset(l), H, 0.0f);
+    require(std::isfinite(loss), run_dir_.string(),
+            "training stopped at step " + std::to_string(step) + ": the loss is not finite");
+    const double grad_norm = optimizer_.step(params_, grads_, lr);
+    require(
+        std::isfinite(grad_norm), run_dir_.string(),
+        "training stopped at step " + std::to_string(step) + ": the gradient norm is not finite");
+
+    if (step % eval_every == 0 || step + 1 == steps) {
+      nlohmann::json row = evaluate(step);
+      row["stage"] = reconstruct ? "reconstruction" : "label";
+      row["loss"] = loss;
+      row["lr"] = lr;
+      row["grad_norm"] = grad_norm;
+      row["wall_s"] = seconds_since(started) + wall_offset_;
+      if (!changed_on_resume.empty())  // the first row after a resume that extended the run
+        row["changed_on_resume"] = std::exchange(changed_on_resume, nlohmann::json::object());
+      metrics << row.dump() << '\n' << std::flush;
+      require(metrics.good(), (run_dir_ / "metrics.jsonl").string(),
+              "cannot append a metrics row (is the disk full?)");
+      last_row_ = row;
+    }
+    if ((step + 1) % checkpoint_every == 0 || step + 1 == pretrain)
+      saved_step = save(step + 1, config_text);
+    if (progress_ && seconds_since(last_progress) > 1.0) {
+      last_progress = std::chrono::steady_clock::now();
+      const double rate = double(step + 1 - first) / std::max(seconds_since(started), 1e-9);
+      std::fprintf(stderr, "\r%s  step %lld/%lld  %s loss %.4f  %.1f steps/s  ETA %.0fs   ",
+                   run_dir_.filename().string().c_str(), (long long)(step + 1), (long long)steps,
+                   reconstruct ? "reconstruction" : "label", loss, rate,
+                   double(steps - step - 1) / std::max(rate, 1e-9));
+    }
+  }
+  if (progress_) std::fprintf(stderr, "\n");
+  // The last step's checkpoint, unless the loop just wrote it (each is written once).
+  if (saved_step != step && (step > first || !latest_checkpoint(run_dir_))) save(step, config_text);
+  nlohmann::json summary = {{"steps_done", step},
+                            {"wall_s", seconds_since(started) + wall_offset_}};
+  for (const char* key : {"train_accuracy", "test_accuracy", "train_label_loss", "test_label_loss",
+                          "test_reconstruction_loss", "test_reconstruction_accuracy"})
+    if (last_row_.contains(key)) summary[key] = last_row_[key];
+  write_text_atomically(run_dir_ / "summary.json", summary.dump(2) + "\n");
+  return summary;
+}
+#endif  // EMERGENT_PREBUILT_MODELS
 
 }  // namespace emergent
