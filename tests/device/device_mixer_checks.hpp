@@ -1,5 +1,6 @@
-// What each mixer's device tests run (tests/device/test_device_mixer_<name>.cpp, one file per
-// mixer, so that an edit of one mixer recompiles its own file only):
+// What each mixer's device test runs (tests/device/test_device_mixer_<name>.cpp, one file per
+// mixer, so that an edit of one mixer recompiles its own file only), as the subcases of
+// check_device_mixer at the end:
 //   - check_twin_sizes: the mixer's device twin (cuda/mixer.cuh's contract) against the same
 //     Eigen reference as its CPU mixer (tests/mixer_suite.hpp): an ensemble of members with their
 //     own parameters, on awkward sizes, each member's y (less the residual the twin adds), dL/dx
@@ -295,6 +296,23 @@ void check_training_against_cpu() {
     const std::vector<double> expected(params.begin(), params.end());
     CHECK(relative_error(device.params, e * Net::parameter_count, expected.data(),
                          expected.size()) < 2e-3);
+  }
+}
+
+// A mixer's three device checks as subcases: its twin against `reference` at the awkward sizes,
+// the whole model's step against the CPU's (`noise` moves the parameters off their init, for a
+// mixer whose init zeroes most gradients), and 100 training steps against the CPU's.
+template <template <Shape, class> class MixerT,
+          template <Shape, class> class ChannelT = emergent::GeluMlp, class Reference>
+void check_device_mixer(const Reference& reference, double noise = 0) {
+  SUBCASE("the twin: y, dx and every gradient against the reference") {
+    check_twin_sizes<MixerT>(reference);
+  }
+  SUBCASE("the ensemble: each member's loss and every gradient equal the CPU model's") {
+    check_ensemble_against_cpu<MixerT, kEnsembleShape, ChannelT>(1e-5, 1e-4, noise);
+  }
+  SUBCASE("training: 100 steps of a 2-seed ensemble follow the CPU runs") {
+    check_training_against_cpu<MixerT, kTrainingShape, ChannelT>();
   }
 }
 

@@ -25,6 +25,7 @@ namespace {
 
 using namespace device_checks;
 using device_mixer_checks::check_ensemble_against_cpu;
+using device_mixer_checks::Curves;
 using device_mixer_checks::decay_ranges;
 using device_mixer_checks::initial_parameters;
 using device_mixer_checks::train_on_device;

@@ -32,11 +32,11 @@
 
 namespace emergent {
 
-template <class Net>
+// Real is a template parameter (Net's Scalar), not a member alias: g++ 12 searches every typedef
+// of `float` when it forms `const Real` (docs/design.md, "Build time").
+template <class Net, class Real = typename Net::Scalar>
 class DataParallelStep {
  public:
-  using Real = typename Net::Scalar;
-
   // threads <= 0: OpenMP's default.
   explicit DataParallelStep(int threads = 0) : threads_(threads > 0 ? threads : thread_count()) {}
 

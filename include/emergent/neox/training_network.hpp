@@ -48,6 +48,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace emergent::neox {
@@ -266,6 +267,10 @@ class NeoxTrainingNetwork {
   }
 
   void carve(int batch, int T) {
+    if (act_.batch == batch && act_.T == T) return;
+    // Training and its validation (one window at a time) alternate between two shapes: the
+    // other shape's buffers are kept for the next switch instead of allocated again.
+    std::swap(act_, other_act_);
     if (act_.batch == batch && act_.T == T) return;
     act_.batch = batch;
     act_.T = T;
@@ -488,7 +493,7 @@ class NeoxTrainingNetwork {
   AlignedBuffer<Real> params_, grads_;
   std::size_t embed_in_ = 0, final_w_ = 0, final_b_ = 0, unembed_ = 0;
   std::vector<LayerSlots> layers_;
-  Activations act_;
+  Activations act_, other_act_;  // the current shape's; the previous shape's (carve)
 };
 
 }  // namespace emergent::neox
