@@ -184,8 +184,8 @@ class CompiledModel final : public TrainableModel {
 // Compiled where it is used, as a header-only library's code is, unless the unit is built with
 // EMERGENT_PREBUILT_MODELS: then it is only declared here, and the program links a unit that
 // instantiates it for its Net. The project's examples whose every model is one of the registry's
-// prebuilt shapes are built so (CMakeLists.txt: emergent_prebuilt_models) and link those units
-// (apps/registry/), which make_entry instantiates this for (examples/mixers.cpp: 36 -> 6 s to
+// prebuilt shapes are built so (CMakeLists.txt, the examples' loop) and link those units
+// (apps/registry/), whose make_entry instantiates it (examples/mixers.cpp: about 30 -> 6 s to
 // compile). The programs are built with g++'s default -ffp-contract=fast, under which a unit's
 // inlining decides where a * b + c becomes one FMA, so a model compiled in another unit may
 // round differently in the last bits: dot attention's runs are byte-equal either way, the
