@@ -5,8 +5,8 @@
 # graph_check.txt (benchmarks/gpu/graph_check.sh), emergent.jsonl (one row per ensemble run, its
 # precision named), profiles.txt (the per-op breakdowns, profile_after_*.txt, and the graph's
 # launch counts, counts_graph_*.txt, one after another: a GPU machine returns at most 8 files),
-# peers.json. Meant to finish in under 8 minutes
-# on an H200 with 16 cores (each part has a time limit).
+# peers.json. Meant to finish in under 8 minutes on an H200 with 16 cores (each part has a time
+# limit).
 #
 # That machine reaches no package registry, so the header-only dependencies travel with the
 # tree: on this side run `bash benchmarks/gpu.sh --gather` (copies Eigen, nlohmann/json, CLI11,

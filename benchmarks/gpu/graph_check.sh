@@ -34,22 +34,29 @@ config short S=5 s=2 steps=30
 config long S=6 s=2 steps=80 seed=1 bias=1.0
 config gdn mixer=gated_deltanet S=6 s=2 steps=40
 
+# launch NAME [ENV...] -- ARGS...: one quiet run of the program with ARGS (and ENV), its output in
+# $dir/NAME.log; a failed run shows its last lines and stops the script
+launch() {
+  local name=$1 envs=()
+  shift
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$program" "$@" --quiet > "$dir/$name.log" 2>&1 ||
+    { echo "$name: exit $?"; tail -5 "$dir/$name.log"; return 1; }
+}
 # mixed RUN [ENV...]: the two members as one ensemble into $dir/RUN/{short,long}
 mixed() {
   local run=$1
   shift
-  env "$@" "$program" --configs "$dir/short.json" "$dir/long.json" \
-    --run-dirs "$dir/$run/short" "$dir/$run/long" --quiet > "$dir/$run.log" 2>&1 ||
-    { echo "$run: exit $?"; tail -5 "$dir/$run.log"; return 1; }
+  launch "$run" "$@" -- --configs "$dir/short.json" "$dir/long.json" \
+    --run-dirs "$dir/$run/short" "$dir/$run/long"
 }
 mixed graph
 mixed direct EMERGENT_DEVICE_GRAPH=0
 mixed whole EMERGENT_DEVICE_COMPACT=0
-for run in graph direct; do
-  env $([ $run = direct ] && echo EMERGENT_DEVICE_GRAPH=0) "$program" --config "$dir/gdn.json" \
-    --seeds 0-1 --out "$dir/gdn_$run" --quiet > "$dir/gdn_$run.log" 2>&1 ||
-    { echo "gated_deltanet $run: exit $?"; tail -5 "$dir/gdn_$run.log"; exit 1; }
-done
+launch gdn_graph -- --config "$dir/gdn.json" --seeds 0-1 --out "$dir/gdn_graph"
+launch gdn_direct EMERGENT_DEVICE_GRAPH=0 -- --config "$dir/gdn.json" --seeds 0-1 \
+  --out "$dir/gdn_direct"
 grep -h "CUDA graph" "$dir"/*.log | sort | uniq -c || true  # a graph that failed says so
 
 python3 - "$dir" <<'PY' | tee "$out/graph_check.txt"
