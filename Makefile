@@ -43,8 +43,8 @@ build-cuda: build
 	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS) --target emergent_ensemble_cuda
 
 # deps strictly before the build (also under make -j), hence the recursive make.
-# The ctests run JOBS at a time; the long ones (package_consumer, plot, sweep_on_slurm) start
-# first (COST_DATA from the last run, else the order of CMakeLists.txt).
+# The ctests run JOBS at a time, the longest first (the times of the last run, else the COST
+# that CMakeLists.txt gives the long ones).
 test: deps
 	$(MAKE) build
 	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)

@@ -90,7 +90,7 @@ cat > "$dir/sweep.toml" <<'TOML'
 [base]
 task = "linear-map"
 steps = 60
-batch_tokens = 1024
+batch_tokens = 256
 log_every = 10
 checkpoint_every = 20
 [[grid]]

@@ -237,18 +237,26 @@ cmd_start() {
   echo "export SLURM_CONF=$CONF"
 }
 
-stop_pidfile() { # name pidfile
-  local p i
-  pid_alive "$2" || { rm -f "$2"; return 0; }
-  p=$(<"$2")
-  log "stopping $1 (pid $p)"
-  kill -TERM "$p" 2>/dev/null || true
+stop_pidfiles() { # name pidfile [name pidfile ...]: TERM to all, then wait for all (each
+  # daemon takes about 2 s to stop: together, not one after the other), KILL after 10 s
+  local pids=() p i alive
+  while (($# >= 2)); do
+    if pid_alive "$2"; then
+      p=$(<"$2")
+      log "stopping $1 (pid $p)"
+      kill -TERM "$p" 2>/dev/null || true
+      pids+=("$p")
+    fi
+    rm -f "$2"
+    shift 2
+  done
   for ((i = 0; i < 100; i++)); do
-    kill -0 "$p" 2>/dev/null || { rm -f "$2"; return 0; }
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    ((alive)) || return 0
     sleep 0.1
   done
-  kill -KILL "$p" 2>/dev/null || true
-  rm -f "$2"
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 }
 
 cmd_stop() {
@@ -266,15 +274,15 @@ cmd_stop() {
       done
     fi
   fi
-  stop_pidfile slurmd "$RUN_DIR/slurmd.pid"
-  stop_pidfile slurmctld "$RUN_DIR/slurmctld.pid"
+  local daemons=(slurmd "$RUN_DIR/slurmd.pid" slurmctld "$RUN_DIR/slurmctld.pid")
   if [[ -s $MUNGE_MARK ]]; then
     # Only stop munged if it is still the instance we started.
     if [[ -s $MUNGE_PIDFILE ]] && [[ $(<"$MUNGE_PIDFILE") == "$(<"$MUNGE_MARK")" ]]; then
-      stop_pidfile munged "$MUNGE_PIDFILE"
+      daemons+=(munged "$MUNGE_PIDFILE")
     fi
     rm -f "$MUNGE_MARK"
   fi
+  stop_pidfiles "${daemons[@]}"
   log "stopped"
 }
 
