@@ -29,8 +29,8 @@ assert a == b, f"metrics differ: {len(a)} against {len(b)} rows"
 PY
 }
 common=(--layers 1 --max-len 64 --batch-tokens 1024 --threads 1 --checkpoint-every 50 --log-every 5 --quiet)
-stage1=(--task dyck --k 2 --max-depth 4 --tokens 32 --steps 300 "${common[@]}")
-stage2=(--task linear-map --S 8 --s 3 --steps 300 --init-take all "${common[@]}")
+stage1=(--task dyck --k 2 --max-depth 4 --tokens 32 --steps 150 "${common[@]}")
+stage2=(--task linear-map --S 8 --s 3 --steps 150 --init-take all "${common[@]}")
 
 # uninterrupted (the first call also compiles the Dyck shape, if it is not cached)
 "$cli" train "${stage1[@]}" --out "$dir/s1" > /dev/null 2>&1
@@ -48,16 +48,16 @@ run_killed() {  # run_killed OUT ARGS...: train, SIGKILL after step 50's checkpo
   "$cli" train "$@" --out "$out" > /dev/null 2>&1
 }
 run_killed "$dir/s1k" "${stage1[@]}"
-cmp "$dir/s1/step_000300.safetensors" "$dir/s1k/step_000300.safetensors"
+cmp "$dir/s1/step_000150.safetensors" "$dir/s1k/step_000150.safetensors"
 same_rows "$dir/s1" "$dir/s1k"
 run_killed "$dir/s2k" "${stage2[@]}" --init-from "$dir/s1"
-cmp "$dir/s2/step_000300.safetensors" "$dir/s2k/step_000300.safetensors"
+cmp "$dir/s2/step_000150.safetensors" "$dir/s2k/step_000150.safetensors"
 same_rows "$dir/s2" "$dir/s2k"
 
 # the source in the first metrics row: the Dyck run's last checkpoint, the blocks taken, the
 # embedding and head fresh (vocabulary 4 -> 2)
 head -1 "$dir/s2/metrics.jsonl" > "$dir/first.json"
-grep -q "\"checkpoint\":\"$dir/s1/step_000300.safetensors\"" "$dir/first.json"
+grep -q "\"checkpoint\":\"$dir/s1/step_000150.safetensors\"" "$dir/first.json"
 grep -q '"task":"dyck"' "$dir/first.json"
 grep -q '"fresh":\["embed.token.weight","head.weight"\]' "$dir/first.json"
 if sed -n 2p "$dir/s2/metrics.jsonl" | grep -q init_source; then exit 1; fi
