@@ -23,7 +23,8 @@ eval "$(bash "$root/tests/slurm/local_slurm.sh" env)"
 job=$(sbatch --parsable --array=0-3 --chdir "$dir" --output "$dir/task-%a.out" \
   "$root/scripts/slurm/sweep.sbatch" "$root/tests/sweep/resume.toml" "$dir/array" "$cli")
 # Not `sbatch --wait`: it polls every 2 s, then every 10 s (the tasks take 4 s, the wait took 10).
-while [ -n "$(squeue -h -j "$job" 2> /dev/null)" ]; do sleep 0.1; done
+# squeue lists the tasks until they end; an error (slurmctld busy) counts as not yet.
+until tasks=$(squeue -h -j "$job" 2> /dev/null) && [ -z "$tasks" ]; do sleep 0.1; done
 exit_codes=$(scontrol show job "$job" | grep -o "ExitCode=[0-9]*:[0-9]*" | sort | uniq -c)
 [ "$(echo $exit_codes)" = "4 ExitCode=0:0" ] || { echo "array tasks: $exit_codes"; cat "$dir"/task-*.out; exit 1; }
 ls "$dir/array/rows"
