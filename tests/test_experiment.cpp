@@ -461,6 +461,19 @@ TEST_CASE("every numeric setting has a finite range, so a typo cannot ask for th
                  "(estimated from batch_tokens), more than this machine's memory (22.4 GiB)"));
   const emergent::TrainConfig usual = emergent::resolve_config(json{{"max_len", 31}}, "f");
   CHECK(emergent::estimated_training_bytes(usual) < 100e6);  // the paper's linear map, 4,096 tokens
+  // A mixer's own terms come from its catalog line: these are the numbers of the formula that
+  // train/memory_estimate.hpp wrote out by mixer name before the terms moved there.
+  const std::vector<std::pair<std::string, double>> per_mixer = {{"dot_attention", 57774080},
+                                                                 {"mlp_mixer", 57774080},
+                                                                 {"mamba", 124882944},
+                                                                 {"gated_deltanet", 119115776},
+                                                                 {"rwkv", 70356992}};
+  CHECK(per_mixer.size() == emergent::mixer_catalog().size());
+  for (const auto& [mixer, bytes_of_mixer] : per_mixer) {
+    CAPTURE(mixer);
+    CHECK(emergent::estimated_training_bytes(emergent::resolve_config(
+              json{{"max_len", 31}, {"mixer", mixer}}, "f")) == bytes_of_mixer);
+  }
 }
 
 TEST_CASE("a sweep file is refused when it would be silently reinterpreted") {

@@ -76,12 +76,16 @@ std::optional<int> train_at(const std::vector<TrainConfig>& configs,
   if (c.mixer == EMERGENT_DEVICE_MIXER<S, float>::name)
     return train<EMERGENT_DEVICE_MIXER, S, EMERGENT_DEVICE_CHANNEL>(configs, dirs, quiet);
 #else
-  if (c.mixer == "dot_attention") return train<emergent::DotAttention, S>(configs, dirs, quiet);
-  if (c.mixer == "mlp_mixer") return train<emergent::MlpMixer, S>(configs, dirs, quiet);
-  if (c.mixer == "mamba") return train<emergent::Mamba, S>(configs, dirs, quiet);
-  if (c.mixer == "gated_deltanet") return train<emergent::GatedDeltaNet, S>(configs, dirs, quiet);
-  if (c.mixer == "rwkv")
-    return train<emergent::Rwkv, S, emergent::RwkvChannelMix>(configs, dirs, quiet);
+  using emergent::DotAttention, emergent::MlpMixer, emergent::Mamba, emergent::GatedDeltaNet,
+      emergent::Rwkv;
+  // Each mixer by the name its type gives itself (`name`, as the catalog's line says it).
+  if (c.mixer == DotAttention<S, float>::name) return train<DotAttention, S>(configs, dirs, quiet);
+  if (c.mixer == MlpMixer<S, float>::name) return train<MlpMixer, S>(configs, dirs, quiet);
+  if (c.mixer == Mamba<S, float>::name) return train<Mamba, S>(configs, dirs, quiet);
+  if (c.mixer == GatedDeltaNet<S, float>::name)
+    return train<GatedDeltaNet, S>(configs, dirs, quiet);
+  if (c.mixer == Rwkv<S, float>::name)
+    return train<Rwkv, S, emergent::RwkvChannelMix>(configs, dirs, quiet);
 #endif
   return std::nullopt;
 }

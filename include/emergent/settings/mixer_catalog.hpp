@@ -21,6 +21,11 @@ struct MixerInfo {
   bool takes_attention_bias = false;  // has attention logits that `bias` is added to
   bool uses_heads = false;            // reads Shape::heads (the others ignore it)
   bool device_twin = false;           // has a device twin (cuda/mixer.cuh): --backend cuda
+  // Its terms of the memory estimate (train/memory_estimate.hpp), floats a token beyond what
+  // every mixer keeps, from d_model and heads: in each layer (a scan's states), and once for
+  // the model (states recomputed in the backward, scratch the layers share). None: 0.
+  double (*state_floats_per_layer)(double d_model, double heads) = nullptr;
+  double (*recomputed_floats)(double d_model, double heads) = nullptr;
 };
 
 inline const std::vector<MixerInfo>& mixer_catalog() {
@@ -45,21 +50,36 @@ inline const std::vector<MixerInfo>& mixer_catalog() {
        "emergent::GeluMlp",
        false,
        false,
-       true},
+       true,
+       // its scan states, d_inner x d_state = 32 D floats, which the device backend keeps for
+       // every token (cuda/mamba.cuh; the CPU keeps one token in 16)
+       [](double D, double) { return 32 * D; }},
       {"gated_deltanet",
        {"emergent/mixers/gated_deltanet.hpp"},
        "emergent::GatedDeltaNet",
        "emergent::GeluMlp",
        false,
        true,
-       true},
+       true,
+       // its recurrent state at each chunk's start, H heads of d_head x d_head per 16 tokens,
+       // D^2 / (16 H); and all the other values its device twin keeps a token (the six
+       // projections, gates, q^, k^, v, o and the gated heads: 9 D + 4 H; an over-estimate, as
+       // some of them stand in for the 12 D every mixer has)
+       [](double D, double H) { return D * D / (16 * H) + 9 * D + 4 * H; },
+       // once, not per layer: the states of every token its backward recomputes, D^2 / H, and
+       // the chunks' coefficients, 48 H (cuda/gated_deltanet.cuh; the CPU recomputes one chunk
+       // at a time)
+       [](double D, double H) { return D * D / H + 48 * H; }},
       {"rwkv",
        {"emergent/mixers/rwkv.hpp", "emergent/mixers/rwkv_channel_mix.hpp"},
        "emergent::Rwkv",
        "emergent::RwkvChannelMix",
        false,
        false,
-       true},
+       true,
+       // its WKV tape, 6 D floats (lambda, sigma, rho, kappa and the state aa, bb:
+       // mixers/rwkv.hpp, cuda/rwkv.cuh)
+       [](double D, double) { return 6 * D; }},
   };
   return mixers;
 }

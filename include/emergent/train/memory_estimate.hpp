@@ -9,16 +9,8 @@
 //     floats. A step that analyses attention keeps every slice's activations at once
 //     (model/data_parallel.hpp), so this is its peak.
 //   The parameter count is the dot-attention model's (the other mixers' are of the same order).
-//   Mamba adds its scan states, d_inner x d_state = 32 D floats per token and layer, which the
-//   device backend keeps for every token (cuda/mamba.cuh; the CPU keeps one token in 16).
-//   RWKV adds its WKV tape, 6 D floats per token and layer (lambda, sigma, rho, kappa and the
-//   state aa, bb: mixers/rwkv.hpp, cuda/rwkv.cuh).
-//   Gated DeltaNet adds its recurrent state at each chunk's start, H heads of d_head x d_head
-//   per 16 tokens, D^2 / (16 H) floats per token and layer, and, on top of the 12 D, all the
-//   other values its device twin keeps a token (the six projections, gates, q^, k^, v, o and the
-//   gated heads: 9 D + 4 H; an over-estimate, as some of them stand in for the 12 D's); and once,
-//   not per layer, the states of every token its backward recomputes, D^2 / H, and the chunks'
-//   coefficients, 48 H (cuda/gated_deltanet.cuh; the CPU recomputes one chunk at a time).
+//   A mixer that keeps more a token (a scan's states, a tape) adds its own terms, which its line
+//   of settings/mixer_catalog.hpp gives and explains.
 // It is an estimate of the large buffers, not a bound: for the automaton at T = 1,024 (4 layers,
 // D = 128, 4,096 tokens) it says 738 MB where the trainer keeping every slice's workspace
 // measured 779 MiB resident (docs/performance.md, the shared-workspace table). Runs are refused
@@ -28,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <emergent/core/error.hpp>
+#include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/config.hpp>
 #include <fstream>
 #include <string>
@@ -40,12 +33,10 @@ inline double estimated_training_bytes(const TrainConfig& c, std::uint64_t membe
   const double T = sequence_tokens(c) - 1;
   const double parameters =
       V * D + positions * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D + D * V;
-  const double scan_states = c.mixer == "mamba"            ? 32 * D
-                             : c.mixer == "gated_deltanet" ? D * D / (16 * H) + 9 * D + 4 * H
-                             : c.mixer == "rwkv"           ? 6 * D
-                                                           : 0;
-  const double recomputed = c.mixer == "gated_deltanet" ? D * D / H + 48 * H : 0;
-  const double per_token = L * (12 * D + 3 * F + H * T + scan_states) + recomputed + 2 * V + 4;
+  const MixerInfo& mixer = find_mixer(c.mixer, "the memory estimate");
+  const double states = mixer.state_floats_per_layer ? mixer.state_floats_per_layer(D, H) : 0;
+  const double recomputed = mixer.recomputed_floats ? mixer.recomputed_floats(D, H) : 0;
+  const double per_token = L * (12 * D + 3 * F + H * T + states) + recomputed + 2 * V + 4;
   return double(members) * 4.0 * (4 * parameters + double(c.batch_tokens) * per_token);
 }
 
