@@ -249,29 +249,18 @@ class CellularAutomaton {
   // distinct cells (t-1)*S + ((i+d) mod S), |d| <= k(W-1)/2 (all S cells of s_{t-1} when the
   // window wraps the whole ring).
   std::vector<int> target_keys(int query) const {
-    require(query >= 0 && query < length(), "CellularAutomaton::target_keys query",
-            "must be in [0, " + std::to_string(length()) + "), got " + std::to_string(query));
-    const int S = state_size_;
-    std::vector<int> keys;
-    if (query < S - 1) return keys;
-    const int t = (query + 1) / S, i = (query + 1) % S;
-    const int previous = (t - 1) * S;
-    std::vector<char> hit(static_cast<std::size_t>(S), 0);
-    if (2 * radius_ + 1 >= S) {
-      hit.assign(hit.size(), 1);
-    } else {
-      const int r = static_cast<int>(radius_);
-      for (int d = -r; d <= r; ++d) hit[static_cast<std::size_t>(((i + d) % S + S) % S)] = 1;
-    }
-    for (int j = 0; j < S; ++j) {
-      if (hit[static_cast<std::size_t>(j)] == 0) continue;
-      const int key = previous + j;
-      // Causal: key <= t*S - 1 <= t*S + i - 1 = query.
-      require(key <= query, "CellularAutomaton::target_keys",
-              "target key above the diagonal (internal error)");
-      keys.push_back(key);
-    }
-    return keys;
+    return frame_layout().target_keys(
+        query,
+        [&](int i, std::vector<char>& marked) {
+          const int S = state_size_;
+          if (2 * radius_ + 1 >= S) {
+            marked.assign(marked.size(), 1);
+            return;
+          }
+          const int r = static_cast<int>(radius_);
+          for (int d = -r; d <= r; ++d) marked[static_cast<std::size_t>(((i + d) % S + S) % S)] = 1;
+        },
+        "CellularAutomaton");
   }
 
   // The frames' view (tasks/frames.hpp): the attention-bias intervention (§3.2) adds c times

@@ -2,8 +2,8 @@
 // automaton's recorded states, the neural cellular automaton's frames): frame 0 is noise and every
 // later frame follows from the one before. So position p (which predicts token p + 1) is
 // learnable from p = N - 1 on, and its attention target lies in the previous frame. The tasks
-// keep their own target keys (which cells of the previous frame a cell depends on); the rest of
-// the SequenceTask view (tasks/task.hpp) is this.
+// say which cells of the previous frame a cell depends on; the rest of the SequenceTask view
+// (tasks/task.hpp) is this.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,31 @@ struct FrameLayout {
   int frames = 1;        // T
 
   int length() const { return frame_tokens * frames - 1; }
+
+  // The keys the query at position `query` attends to, ascending: empty for the N-1 queries that
+  // predict tokens of frame 0; for the query predicting cell i of frame t >= 1, the cells j of
+  // frame t-1 (positions (t-1)*N + j) that `depends_on(i, marked)` marks in `marked` (N flags,
+  // all 0 before the call). `where` names the task in the errors.
+  template <class DependsOn>
+  std::vector<int> target_keys(int query, const DependsOn& depends_on,
+                               const std::string& where) const {
+    require(query >= 0 && query < length(), where + "::target_keys query",
+            "must be in [0, " + std::to_string(length()) + "), got " + std::to_string(query));
+    std::vector<int> keys;
+    if (query < frame_tokens - 1) return keys;
+    const int t = (query + 1) / frame_tokens, i = (query + 1) % frame_tokens;
+    std::vector<char> marked(static_cast<std::size_t>(frame_tokens), 0);
+    depends_on(i, marked);
+    for (int j = 0; j < frame_tokens; ++j) {
+      if (marked[static_cast<std::size_t>(j)] == 0) continue;
+      const int key = (t - 1) * frame_tokens + j;
+      // Causal: key <= t*N - 1 <= t*N + i - 1 = query.
+      require(key <= query, where + "::target_keys",
+              "target key above the diagonal (internal error)");
+      keys.push_back(key);
+    }
+    return keys;
+  }
 
   // [length, length] (query x key): 1 at (query, key) for key in target_keys(query), else 0, for
   // the learnable queries. Dense: the caller's target_keys is the sparse form.

@@ -353,30 +353,20 @@ class NeuralCellularAutomaton {
   // the positions (f-1)*N + q' of the patches q' of frame f-1 that hold a cell of the 3x3
   // neighbourhood of a cell of q.
   std::vector<int> target_keys(int query) const {
-    require(query >= 0 && query < length(), "NeuralCellularAutomaton::target_keys query",
-            "must be in [0, " + std::to_string(length()) + "), got " + std::to_string(query));
-    const int N = patches_;
-    std::vector<int> keys;
-    if (query < N - 1) return keys;
-    const int f = (query + 1) / N, q = (query + 1) % N;
-    const int side = grid_ / patch_;
-    const int qr = q / side, qc = q % side;
-    std::vector<char> hit(static_cast<std::size_t>(N), 0);
-    // Rows qr*P - 1 .. qr*P + P (mod G), likewise columns: their patches.
-    for (int r = qr * patch_ - 1; r <= qr * patch_ + patch_; ++r) {
-      for (int c = qc * patch_ - 1; c <= qc * patch_ + patch_; ++c) {
-        const int pr = wrap(r, grid_) / patch_, pc = wrap(c, grid_) / patch_;
-        hit[static_cast<std::size_t>(pr * side + pc)] = 1;
-      }
-    }
-    for (int j = 0; j < N; ++j) {
-      if (hit[static_cast<std::size_t>(j)] == 0) continue;
-      const int key = (f - 1) * N + j;
-      require(key <= query, "NeuralCellularAutomaton::target_keys",
-              "target key above the diagonal (internal error)");
-      keys.push_back(key);
-    }
-    return keys;
+    return frame_layout().target_keys(
+        query,
+        [&](int q, std::vector<char>& marked) {
+          const int side = grid_ / patch_;
+          const int qr = q / side, qc = q % side;
+          // Rows qr*P - 1 .. qr*P + P (mod G), likewise columns: their patches.
+          for (int r = qr * patch_ - 1; r <= qr * patch_ + patch_; ++r) {
+            for (int c = qc * patch_ - 1; c <= qc * patch_ + patch_; ++c) {
+              const int pr = wrap(r, grid_) / patch_, pc = wrap(c, grid_) / patch_;
+              marked[static_cast<std::size_t>(pr * side + pc)] = 1;
+            }
+          }
+        },
+        "NeuralCellularAutomaton");
   }
 
   // The frames' view (tasks/frames.hpp): the previous frame's neighbouring patches as the target,
