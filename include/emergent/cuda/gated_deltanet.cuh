@@ -24,7 +24,8 @@
 // Kept besides, per token: the projections (4 D + 2 H), g and beta (2 H), q^, k^, v (3 D), o and
 // the gated heads (2 D): D Dh / C + 9 D + 4 H floats a token and layer in all, 1,312 at D = 128,
 // H = 8, the CPU's count; the scratch, one set shared by the layers, is D Dh + 12 D + 3 H more a
-// token, and the chunk terms 3 C H (train/memory_estimate.hpp counts them).
+// token, and the chunk terms 3 C H (its line of settings/mixer_catalog.hpp counts them for the
+// memory estimate, train/memory_estimate.hpp).
 // The backward runs per column as well, its adjoint dh[:, j] in registers: the sums over columns
 // are separate fixed-order passes: dq_t = h_t do_t reads the recomputed states before the backward
 // scan; the scan then replaces h_t by the column terms of dk_t
