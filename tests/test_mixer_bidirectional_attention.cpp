@@ -9,14 +9,15 @@
 #include <algorithm>
 #include <cmath>
 #include <emergent/mixers/bidirectional_attention.hpp>
+#include <emergent/reference/dot_attention.hpp>
 #include <vector>
 
-#include "dot_attention_checks.hpp"
+#include "mixer_suite.hpp"
 
 namespace {
 
 namespace ref = emergent::reference;
-using dot_attention_checks::DotAttentionReference;
+using emergent::reference::DotAttentionReference;
 
 constexpr emergent::Shape kShape{
     .vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 16, .max_len = 80};

@@ -23,13 +23,11 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <emergent/core/layout.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/mixers/attention_head_split.hpp>
-#include <emergent/mixers/dot_attention.hpp>
 #include <emergent/mixers/mixer.hpp>
 #include <emergent/mixers/multi_head.hpp>
 #include <limits>
@@ -45,12 +43,13 @@ class BidirectionalAttention {
   static constexpr bool causal = false;
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
 
-  // DotAttention's tensors: a causal and a bidirectional model share checkpoints by name.
-  static constexpr auto layout = DotAttention<S, Real>::layout;
-  static constexpr std::size_t qkv_weight = DotAttention<S, Real>::qkv_weight;
-  static constexpr std::size_t qkv_bias = DotAttention<S, Real>::qkv_bias;
-  static constexpr std::size_t out_weight = DotAttention<S, Real>::out_weight;
-  static constexpr std::size_t out_bias = DotAttention<S, Real>::out_bias;
+  // DotAttention's tensors (multi_head.hpp): a causal and a bidirectional model share
+  // checkpoints by name.
+  static constexpr auto layout = attention_head::Tensors<D>::layout;
+  static constexpr std::size_t qkv_weight = attention_head::Tensors<D>::qkv_weight;
+  static constexpr std::size_t qkv_bias = attention_head::Tensors<D>::qkv_bias;
+  static constexpr std::size_t out_weight = attention_head::Tensors<D>::out_weight;
+  static constexpr std::size_t out_bias = attention_head::Tensors<D>::out_bias;
 
   struct Activations {
     Real* qkv = nullptr;      // [B*T, 3D]

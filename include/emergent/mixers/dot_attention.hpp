@@ -23,7 +23,6 @@
 // form keeps the full probabilities, for the backward and for analysis.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <emergent/core/layout.hpp>
@@ -75,16 +74,11 @@ class DotAttention {
   static constexpr std::string_view name = "dot_attention";
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
 
-  static constexpr auto layout = layout_of(std::array{
-      TensorSpec{"qkv.weight", 3 * D, D, true},
-      TensorSpec{"qkv.bias", 0, 3 * D, false, Init::linear, D},
-      TensorSpec{"out.weight", D, D, true},
-      TensorSpec{"out.bias", 0, D, false, Init::linear, D},
-  });
-  static constexpr std::size_t qkv_weight = offset_of(layout, "qkv.weight");
-  static constexpr std::size_t qkv_bias = offset_of(layout, "qkv.bias");
-  static constexpr std::size_t out_weight = offset_of(layout, "out.weight");
-  static constexpr std::size_t out_bias = offset_of(layout, "out.bias");
+  static constexpr auto layout = attention_head::Tensors<D>::layout;
+  static constexpr std::size_t qkv_weight = attention_head::Tensors<D>::qkv_weight;
+  static constexpr std::size_t qkv_bias = attention_head::Tensors<D>::qkv_bias;
+  static constexpr std::size_t out_weight = attention_head::Tensors<D>::out_weight;
+  static constexpr std::size_t out_bias = attention_head::Tensors<D>::out_bias;
 
   struct Activations {
     Real* qkv = nullptr;      // [B*T, 3D] output of the qkv projection

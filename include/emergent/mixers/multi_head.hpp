@@ -3,18 +3,36 @@
 // the output projection; backward, the same in reverse, each head's dq, dk, dv merged into the
 // projection's gradient. What a mixer does inside a head (its form of attention, its mask, its
 // bias) is the function it passes. The mixer provides D, H, Dh and the offsets qkv_weight,
-// qkv_bias, out_weight, out_bias of its parameters; its activations qkv [B*T, 3D], heads and
-// d_heads [B*T, D] (the heads' outputs, concatenated per token, and their gradient), d_qkv
-// [B*T, 3D] and d_q, d_k, d_v [B, H, T, d_head].
+// qkv_bias, out_weight, out_bias of its parameters (both take them from Tensors below); its
+// activations qkv [B*T, 3D], heads and d_heads [B*T, D] (the heads' outputs, concatenated per
+// token, and their gradient), d_qkv [B*T, 3D] and d_q, d_k, d_v [B, H, T, d_head].
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <emergent/core/layout.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/mixers/attention_head_split.hpp>
 #include <emergent/nn/linear.hpp>
 
 namespace emergent::attention_head {
+
+// The tensors of an attention mixer of width D, by name, and where each starts: the same for the
+// causal and the bidirectional mixer, so that their models share checkpoints tensor by tensor.
+template <int D>
+struct Tensors {
+  static constexpr auto layout = layout_of(std::array{
+      TensorSpec{"qkv.weight", 3 * D, D, true},
+      TensorSpec{"qkv.bias", 0, 3 * D, false, Init::linear, D},
+      TensorSpec{"out.weight", D, D, true},
+      TensorSpec{"out.bias", 0, D, false, Init::linear, D},
+  });
+  static constexpr std::size_t qkv_weight = offset_of(layout, "qkv.weight");
+  static constexpr std::size_t qkv_bias = offset_of(layout, "qkv.bias");
+  static constexpr std::size_t out_weight = offset_of(layout, "out.weight");
+  static constexpr std::size_t out_bias = offset_of(layout, "out.bias");
+};
 
 // One (sequence, head) problem: sequence b, head h, its index b H + h, and its offset in the
 // [B, H, T, d_head] head buffers (q, k, v, d_q, ...).
