@@ -67,18 +67,14 @@ void select_causal_attention(int T, F&& f) {
   }
 }
 
+// Its tensors (layout, and the offsets qkv_weight, qkv_bias, out_weight, out_bias) are
+// attention_head::Tensors (multi_head.hpp): the causal and the bidirectional mixer share them.
 template <Shape S, class Real = float>
-class DotAttention {
+class DotAttention : public attention_head::Tensors<S.d_model> {
  public:
   using Scalar = Real;  // for code outside: no member alias Real (docs/design.md, "Build time")
   static constexpr std::string_view name = "dot_attention";
   static constexpr int D = S.d_model, H = S.heads, Dh = S.d_head();
-
-  static constexpr auto layout = attention_head::Tensors<D>::layout;
-  static constexpr std::size_t qkv_weight = attention_head::Tensors<D>::qkv_weight;
-  static constexpr std::size_t qkv_bias = attention_head::Tensors<D>::qkv_bias;
-  static constexpr std::size_t out_weight = attention_head::Tensors<D>::out_weight;
-  static constexpr std::size_t out_bias = attention_head::Tensors<D>::out_bias;
 
   struct Activations {
     Real* qkv = nullptr;      // [B*T, 3D] output of the qkv projection
