@@ -3,7 +3,7 @@
 // the output projection; backward, the same in reverse, each head's dq, dk, dv merged into the
 // projection's gradient. What a mixer does inside a head (its form of attention, its mask, its
 // bias) is the function it passes. The mixer provides D, H, Dh and the offsets qkv_weight,
-// qkv_bias, out_weight, out_bias of its parameters (both take them from Tensors below); its
+// qkv_bias, out_weight, out_bias of its parameters (both derive them from Tensors below); its
 // activations qkv [B*T, 3D], heads and d_heads [B*T, D] (the heads' outputs, concatenated per
 // token, and their gradient), d_qkv [B*T, 3D] and d_q, d_k, d_v [B, H, T, d_head].
 #pragma once
