@@ -17,7 +17,7 @@
 namespace {
 
 namespace ref = emergent::reference;
-using emergent::reference::DotAttentionReference;
+using ref::DotAttentionReference;
 
 constexpr emergent::Shape kShape{
     .vocab = 5, .d_model = 12, .heads = 3, .layers = 2, .d_ff = 16, .max_len = 80};

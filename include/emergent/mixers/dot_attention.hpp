@@ -25,7 +25,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <emergent/core/layout.hpp>
 #include <emergent/core/shape.hpp>
 #include <emergent/mixers/attention_head_split.hpp>
 #include <emergent/mixers/causal_attention_blocked.hpp>
