@@ -120,6 +120,52 @@ expect_error "/nonexistent/x.safetensors" \
   "$cli" spt --warm-start /nonexistent/x.safetensors --steps 2 --out "$dir/spt"
 test ! -e "$dir/spt"
 
+# Results that cannot silently lie, second round (docs/robustness.md).
+# threads = 0 (OpenMP's default) is recorded as the count it was, and a resume on another count
+# is recorded as a change (before: config.json said 0 for 1 and 2 threads alike).
+OMP_NUM_THREADS=2 "$cli" train --S 4 --s 2 --steps 10 --checkpoint-every 10 --quiet --out "$dir/t0" > /dev/null
+grep -q '"threads": 2' "$dir/t0/config.json"
+OMP_NUM_THREADS=1 "$cli" train --S 4 --s 2 --steps 20 --checkpoint-every 10 --quiet --out "$dir/t0" > /dev/null
+grep -q '"changed_on_resume":{"steps":{"from":10,"to":20},"threads":{"from":2,"to":1}}' "$dir/t0/metrics.jsonl"
+# --out a Hugging Face model folder: refused, its config.json left as it was (before: replaced)
+cp -r "$root/tests/golden/neox/parallel_f32" "$dir/hf"
+expect_error "$dir/hf: holds model.safetensors, so it is not a run folder" \
+  "$cli" train --S 4 --s 2 --steps 5 --quiet --out "$dir/hf"
+cmp "$root/tests/golden/neox/parallel_f32/config.json" "$dir/hf/config.json"
+mkdir "$dir/hf_config" && cp "$root/tests/golden/neox/parallel_f32/config.json" "$dir/hf_config/"
+expect_error "$dir/hf_config: is not a run folder of this kind: its config.json is not" \
+  "$cli" train --S 4 --s 2 --steps 5 --quiet --out "$dir/hf_config"
+cmp "$root/tests/golden/neox/parallel_f32/config.json" "$dir/hf_config/config.json"
+# values read as written, and settings that would do nothing as asked are refused
+expect_error "'0x10' is not allowed for --lr" "$cli" train --S 4 --s 2 --lr 0x10 --quiet --out "$dir/hex"
+expect_error "field 'warmup_steps' = 1000 is not allowed: it must be at most steps = 5" \
+  "$cli" train --S 4 --s 2 --warmup-steps 1000 --steps 5 --quiet --out "$dir/warm"
+expect_error "step 999 is past the run's last step (steps = 20 runs steps 0 to 19)" \
+  "$cli" train --S 4 --s 2 --steps 20 --save-attention-at 999 --quiet --out "$dir/snap"
+expect_error "step 3 is listed twice" \
+  "$cli" train --S 4 --s 2 --steps 20 --save-attention-at 3,3 --quiet --out "$dir/snap"
+expect_error "seeds from 0 to 4000000000000000000" \
+  "$cli" train --S 4 --s 2 --seeds 4000000000000000001 --quiet --out "$dir/bigseed"
+test ! -e "$dir/hex" && test ! -e "$dir/warm" && test ! -e "$dir/snap" && test ! -e "$dir/bigseed"
+# spt: a reconstruction stage that masks nothing is refused; a warm start that is not a
+# safetensors file says so (before: "header length 8386091879847955067")
+expect_error "field 'mask_rate' = 0 is not allowed with pretrain_steps = 2" \
+  "$cli" spt --mask-rate 0 --pretrain-steps 2 --steps 4 --out "$dir/spt0"
+expect_error "$dir/hf/config.json: is not a safetensors file" \
+  "$cli" spt --warm-start "$dir/hf/config.json" --steps 2 --out "$dir/spt1"
+test ! -e "$dir/spt0" && test ! -e "$dir/spt1"
+# a reconstruction score over no masked token is null, not 0.0
+"$cli" spt --mask-rate 0 --steps 2 --eval-every 1 --train-examples 40 --test-examples 20 \
+  --eval-examples 10 --quiet --out "$dir/spt2" > /dev/null
+grep -q '"test_reconstruction_loss": null' "$dir/spt2/summary.json"
+# pythia --length: each kind's own range, never clamped, and refused where it means nothing
+expect_error "--length: 3 is not allowed for pattern prompts: expected a length in \[4, 64\]" \
+  "$cli" pythia prompts --kinds pattern --count 2 --length 3
+expect_error "--length: 25 is not allowed for induction prompts: expected a length in \[2, 24\]" \
+  "$cli" pythia prompts --kinds induction --count 2 --length 25
+expect_error "--length: is not allowed for ioi prompts, which have no length" \
+  "$cli" pythia prompts --kinds ioi --count 2 --length 5
+
 # pythia: --tokenizer is used when the suite has none, and a greedy embedding row past the
 # tokenizer's vocabulary prints as an id.
 python3 "$root/tests/make_wide_vocab_checkpoint.py" "$root/tests/golden/neox/parallel_f32" "$dir/suite/step0"
@@ -128,14 +174,30 @@ python3 "$root/tests/make_wide_vocab_checkpoint.py" "$root/tests/golden/neox/par
 grep -Eq "id 63[89] \(no token\)" "$dir/curve.txt"
 grep -q '"greedy"' "$dir/curve.json"
 expect_error "pass --tokenizer" "$cli" pythia curve --suite "$dir/suite"
+# pythia: Hugging Face weights holding a NaN are refused by every load, naming the tensor
+# (before: read as "not solved", rc 0)
+python3 - "$dir/suite/step0" "$dir/nan_suite/step0" <<'PY'
+import json, os, shutil, struct, sys
+source, target = sys.argv[1], sys.argv[2]
+shutil.copytree(source, target)
+path = os.path.join(target, "model.safetensors")
+data = open(path, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+name = sorted(k for k in header if k != "__metadata__")[0]
+start = 8 + n + header[name]["data_offsets"][0]
+open(path, "wb").write(data[:start] + struct.pack("<f", float("nan")) + data[start + 4:])
+PY
+expect_error "model.safetensors: tensor '.*' holds a non-finite value (nan at index 0)" \
+  "$cli" pythia curve --suite "$dir/nan_suite" --tokenizer "$root/tests/golden/tokenizer/tokenizer.json"
 
 # pythia prompt sets (docs/pythia.md): the prompts as JSON lines, distinct per kind; a rigged
 # suite whose token 316 (" p" in the golden tokenizer) wins from step 64 on, the target of one of
 # four pattern prompts: solved from 64 at accuracy >= 0.25, never at 0.5; patching's top K.
-"$cli" pythia prompts --kinds ioi,pattern --count 5 --length 3 > "$dir/prompts.jsonl"
+"$cli" pythia prompts --kinds ioi,pattern --count 5 --length 4 > "$dir/prompts.jsonl"
 python3 "$root/tests/make_rigged_pythia_suite.py" "$root/tests/golden/neox/parallel_f32" "$dir/rigged" 316
 cp "$root/tests/golden/tokenizer/tokenizer.json" "$dir/rigged/"
-set4=(--kinds pattern --count 4 --length 3)
+set4=(--kinds pattern --count 4 --length 4)
 "$cli" pythia emergence --suite "$dir/rigged" "${set4[@]}" --threshold 0.25 --json "$dir/set_emergence.json" > /dev/null
 "$cli" pythia emergence --suite "$dir/rigged" "${set4[@]}" --json "$dir/set_never.json" > /dev/null
 "$cli" pythia curve --suite "$dir/rigged" "${set4[@]}" --threshold 0.25 --json "$dir/set_curve.json" > /dev/null
@@ -179,7 +241,7 @@ expect_error "only 896 distinct ioi prompts" "$cli" pythia prompts --kinds ioi -
 # pythia attention: chosen heads' patterns [T x T] (query x key) at chosen steps of the rigged
 # suite; each row a distribution over the keys up to the query. A head, a name, a step or a
 # suite that is not there is one error line.
-"$cli" pythia attention --suite "$dir/rigged" --steps 32,2000 --kind pattern --length 3 \
+"$cli" pythia attention --suite "$dir/rigged" --steps 32,2000 --kind pattern --length 4 \
   --heads L0H3,L1H0 --json "$dir/attention.json" > "$dir/attention.txt"
 test "$(grep -c '^ *\(32\|2000\)  L[01]H[03] ' "$dir/attention.txt")" -eq 4
 python3 - "$dir/attention.json" <<'PY'
@@ -198,7 +260,7 @@ for c in j["checkpoints"]:
             assert abs(sum(r) - 1) <= 1e-5, (c["step"], h["name"], q, r)
             assert all(v == 0 for v in r[q + 1:]) and all(v >= 0 for v in r), (c["step"], h["name"], q, r)
 PY
-attention=(pythia attention --suite "$dir/rigged" --steps 32 --kind pattern --length 3)
+attention=(pythia attention --suite "$dir/rigged" --steps 32 --kind pattern --length 4)
 expect_error "'L2H0' is not a head of .* (2 layers x 4 heads" "$cli" "${attention[@]}" --heads L0H0,L2H0
 test "$(wc -l < "$dir/err.txt")" -eq 1
 expect_error "'1.2' is not a head name (expected L<layer>H<head>" "$cli" "${attention[@]}" --heads 1.2

@@ -14,6 +14,7 @@
 #include <emergent/experiment/sweep_file.hpp>
 #include <emergent/experiment/sweep_folder.hpp>
 #include <emergent/experiment/sweep_plan.hpp>
+#include <emergent/experiment/sweep_summary.hpp>
 #include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/config.hpp>
 #include <emergent/train/ensemble_members.hpp>
@@ -513,6 +514,56 @@ TEST_CASE("a sweep file is refused when it would be silently reinterpreted") {
   ::unsetenv("SLURM_ARRAY_TASK_COUNT");
 }
 
+TEST_CASE("sweep summarize names what a run without emergence steps is") {
+  const auto row = [](const char* task) {
+    return json{{"id", "x"}, {"config", {{"task", task}}}, {"result", {{"steps_done", 5}}}};
+  };
+  // before: a language-model run was called "a self-pretraining run"
+  CHECK(contains(error_of([&] { emergent::summarize_rows({row("corpus")}, {}, "d"); }),
+                 "has no emergence steps to summarize (a language-model run"));
+  CHECK(contains(error_of([&] { emergent::summarize_rows({row("listops")}, {}, "d"); }),
+                 "(a self-pretraining run: plot.py spt prints its table)"));
+}
+
+TEST_CASE("a Slurm array task's shard: steps and lists mapped by position, or refused") {
+  struct Array {
+    const char *id, *count, *min, *max, *step;
+  };
+  const auto shard_of = [](const Array& a) {
+    const std::pair<const char*, const char*> variables[] = {{"SLURM_ARRAY_TASK_ID", a.id},
+                                                             {"SLURM_ARRAY_TASK_COUNT", a.count},
+                                                             {"SLURM_ARRAY_TASK_MIN", a.min},
+                                                             {"SLURM_ARRAY_TASK_MAX", a.max},
+                                                             {"SLURM_ARRAY_TASK_STEP", a.step}};
+    for (const auto& [name, value] : variables) value ? ::setenv(name, value, 1) : ::unsetenv(name);
+    std::string result;
+    try {
+      const emergent::Shard s = emergent::shard_from_environment();
+      result = std::to_string(s.index) + "/" + std::to_string(s.count);
+    } catch (const emergent::Error& e) {
+      result = e.what();
+    }
+    for (const auto& [name, value] : variables) ::unsetenv(name);
+    return result;
+  };
+  // --array=0-6:2 (ids 0 2 4 6): before, 4 was '4/4' is not a shard and shards 1 and 3 never ran
+  for (const auto& [id, shard] : std::vector<std::pair<const char*, const char*>>{
+           {"0", "0/4"}, {"2", "1/4"}, {"4", "2/4"}, {"6", "3/4"}})
+    CHECK(shard_of({id, "4", "0", "6", "2"}) == shard);
+  CHECK(shard_of({"7", "4", "1", "7", "2"}) == "3/4");              // --array=1-7:2
+  CHECK(shard_of({"12", "3", "10", "12", "1"}) == "2/3");           // --array=10-12
+  CHECK(shard_of({"1", "2", nullptr, nullptr, nullptr}) == "1/2");  // only the two of old
+  // ids not evenly spaced (--array=1,2,5): no id says its shard
+  CHECK(contains(shard_of({"5", "3", "1", "5", "1"}), "ids are not evenly spaced"));
+  CHECK(contains(shard_of({"5", "3", "1", "5", "1"}), "--shard I/N"));
+  // an id that is not one of the array's
+  CHECK(contains(shard_of({"3", "4", "0", "6", "2"}), "is not one of this array's ids"));
+  // an id without a count: before, the whole sweep ran in every task
+  CHECK(contains(shard_of({"1", nullptr, nullptr, nullptr, nullptr}),
+                 "SLURM_ARRAY_TASK_COUNT is not"));
+  CHECK(shard_of({nullptr, nullptr, nullptr, nullptr, nullptr}) == "0/1");
+}
+
 TEST_CASE("a sweep folder is bound to its runs: another file is refused, --extend only adds") {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("emergent_test_sweep_folder_" + std::to_string(::getpid()));
@@ -547,9 +598,11 @@ TEST_CASE("a sweep folder is bound to its runs: another file is refused, --exten
 
   // Rows count only for the sweep's own runs; others are counted as ignored.
   const auto rows = dir / "rows" / "shard-0-of-1.jsonl";
-  for (const char* id : {"a", "zz", "c"})
+  for (const auto& [id, steps] :
+       std::vector<std::pair<const char*, int>>{{"a", 60}, {"zz", 1}, {"c", 80}})
     emergent::append_row(
-        rows, {{"id", id}, {"label", ""}, {"config", json::object()}, {"result", json::object()}});
+        rows,
+        {{"id", id}, {"label", ""}, {"config", {{"steps", steps}}}, {"result", json::object()}});
   const emergent::CollectedRows collected =
       emergent::collected_rows(dir, emergent::read_sweep_plan(dir)["runs"]);
   REQUIRE(collected.rows.size() == 2);
@@ -557,6 +610,16 @@ TEST_CASE("a sweep folder is bound to its runs: another file is refused, --exten
   CHECK(collected.rows[1]["id"] == "c");
   CHECK(collected.ignored == 1);
   CHECK(collected.ignored_text() == " (1 row ignored: not runs of this sweep)");
+  // A row whose config is not its id's run's (an edited or foreign row) is refused: before, it
+  // counted other settings' results under the run's id.
+  const auto lone = dir / "rows" / "shard-0-of-2.jsonl";
+  emergent::append_row(
+      lone, {{"id", "b"}, {"label", ""}, {"config", {{"steps", 99}}}, {"result", json::object()}});
+  CHECK(contains(
+      error_of([&] { emergent::collected_rows(dir, emergent::read_sweep_plan(dir)["runs"]); }),
+      "shard-0-of-2.jsonl: row 1 has the id of run b but another config: steps: 60 "
+      "(sweep.json), 99 (row)"));
+  std::filesystem::remove(lone);
   // A row without its result names the file, not a library exception.
   emergent::append_row(rows, {{"id", "b"}, {"config", json::object()}});
   CHECK(contains(

@@ -67,9 +67,9 @@ GoldenPatching golden_patching() {
 TEST_CASE("pythia prompt sets: deterministic, distinct texts, seeds in order, duplicates skipped") {
   for (std::string_view kind : emergent::kCapabilityKinds) {
     CAPTURE(std::string(kind));
-    const auto a = emergent::make_prompt_set(kind, 40, 3),
-               b = emergent::make_prompt_set(kind, 40, 3);
-    const auto prefix = emergent::make_prompt_set(kind, 7, 3);
+    const auto a = emergent::make_prompt_set(kind, 40, 4),
+               b = emergent::make_prompt_set(kind, 40, 4);
+    const auto prefix = emergent::make_prompt_set(kind, 7, 4);
     REQUIRE(a.size() == 40);
     std::set<std::string> texts;
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -77,7 +77,7 @@ TEST_CASE("pythia prompt sets: deterministic, distinct texts, seeds in order, du
       CHECK(a[i].prompt.text == b[i].prompt.text);
       if (i < prefix.size()) CHECK(prefix[i].prompt.text == a[i].prompt.text);
       if (i > 0) CHECK(a[i].seed > a[i - 1].seed);
-      const auto direct = emergent::make_capability_prompt(kind, a[i].seed, 3);
+      const auto direct = emergent::make_capability_prompt(kind, a[i].seed, 4);
       CHECK(a[i].prompt.text == direct.text);
       CHECK(a[i].prompt.target == direct.target);
       CHECK(a[i].prompt.kind == std::string(kind));

@@ -146,13 +146,26 @@ TEST_CASE("stages: what each init_take takes, by name and shape; the rest stays 
   // a checkpoint that shares no tensor of the same name and shape gives nothing: refused
   const std::vector<float> other(4 * 8, 0.5f);
   emergent::write_safetensors(dir.path / "other.safetensors",
-                              {{"layers.0.mixer.qkv.weight", {4, 8}, other}});
+                              {{"layers.7.mixer.qkv.weight", {4, 8}, other}});
   std::vector<float> params(MapNet::parameter_count);
   CHECK(
       error_of([&] {
         emergent::take_parameters(emergent::SafetensorsFile(dir.path / "other.safetensors"),
                                   MapNet::tensors(), std::span<float>(params), "all", "init_take");
       }).find("shares no tensor of the same name and shape with this model") != std::string::npos);
+  // a checkpoint of another width (d_model 32 for 16) is refused, not taken where a shape
+  // happens to agree (before: its one coincidental tensor was taken, the rest left fresh)
+  const std::vector<float> wide(96 * 32, 0.5f), bias(32, 0.5f);
+  emergent::write_safetensors(
+      dir.path / "wide.safetensors",
+      {{"layers.0.mixer.qkv.weight", {96, 32}, wide}, {"layers.0.mlp.fc.bias", {32}, bias}});
+  CHECK(
+      error_of([&] {
+        emergent::take_parameters(emergent::SafetensorsFile(dir.path / "wide.safetensors"),
+                                  MapNet::tensors(), std::span<float>(params), "all", "init_take");
+      })
+          .find("tensor 'layers.0.mixer.qkv.weight' is [96, 32] there and [48, 16] in this model: "
+                "a checkpoint of another width") != std::string::npos);
 }
 
 TEST_CASE("stages: a two-stage run records its source, and resumes bit for bit in either stage") {
@@ -187,6 +200,14 @@ TEST_CASE("stages: a two-stage run records its source, and resumes bit for bit i
   CHECK(source.at("taken") ==
         nlohmann::json{"layers.0.mixer.qkv.weight", "layers.0.mixer.qkv.bias"});
   for (std::size_t i = 1; i < rows_a.size(); ++i) CHECK_FALSE(rows_a[i].contains("init_source"));
+  // summary.json, so the sweep's row, names the checkpoint and the step the stage took
+  const nlohmann::json summary = nlohmann::json::parse(read_bytes(a / "summary.json"));
+  CHECK(summary.at("init_source") == nlohmann::json{{"checkpoint", source.at("checkpoint")},
+                                                    {"step", 30},
+                                                    {"task", "dyck"},
+                                                    {"sha256", source.at("sha256")}});
+  CHECK(nlohmann::json::parse(read_bytes(b / "summary.json")).at("init_source") ==
+        summary.at("init_source"));  // b resumed: its record comes from its first row
   const nlohmann::json config = nlohmann::json::parse(read_bytes(a / "config.json"));
   CHECK(config.at("init_from") == s1.string());
   CHECK(config.at("init_take") == "qk");
@@ -225,6 +246,23 @@ TEST_CASE(
   CHECK(error_of([&] {
           emergent::find_init_source((dir.path / "nothing").string(), 1, "f");
         }).find("does not exist") != std::string::npos);
+  // a run extended (10 -> 20 steps) and killed: its summary.json is its earlier end's, its
+  // latest checkpoint a later step (before: that checkpoint was taken as the finished run's)
+  const fs::path run1 = sweep / "runs" / "run1";
+  const std::string ended_at_10 = read_bytes(run1 / "summary.json");
+  emergent::Trainer<DyckNet>(dyck_config(20, 1), run1, false).run();
+  std::ofstream(run1 / "summary.json") << ended_at_10;
+  CHECK(error_of([&] { emergent::find_init_source(run1.string(), 1, "f"); })
+            .find("is not finished: its latest checkpoint is step 20 but its summary.json says it "
+                  "ended at step 10") != std::string::npos);
+  fs::remove(emergent::checkpoint_path(run1, 20));
+  {  // a run that a process is training now
+    const emergent::RunLock training(run1);
+    CHECK(error_of([&] {
+            emergent::find_init_source(run1.string(), 1, "f");
+          }).find("is being trained now") != std::string::npos);
+  }
+  CHECK(emergent::find_init_source(run1.string(), 1, "f").step == 10);
   fs::remove(sweep / "runs" / "run1" / "summary.json");  // as if it were still training
   CHECK(error_of([&] {
           emergent::find_init_source(sweep.string(), 1, "f");

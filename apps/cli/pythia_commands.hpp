@@ -70,8 +70,10 @@ class PythiaCommands {
       command->add_option("--prompt-seed", prompt_seed_, "seed of the generated prompt")
           ->check(CLI::Range(std::int64_t(0), std::int64_t(limits::kSeed)))
           ->capture_default_str();
-      command->add_option("--length", length_, "repeated items in the generated prompt")
-          ->check(CLI::Range(1, 100000))
+      command
+          ->add_option("--length", length_,
+                       "repeated items in the generated prompt: repetition [2, 64], induction "
+                       "[2, 24], pattern (letters shown) [4, 64]; ioi takes none")
           ->capture_default_str();
       command->add_option("--prompt", prompt_text_, "a prompt of your own (with --target)");
       command->add_option("--target", target_text_, "the expected next token's text, e.g. \" 3\"");
@@ -101,8 +103,10 @@ class PythiaCommands {
         "prompts", "print the prompt sets as JSON lines {\"kind\",\"seed\",\"text\",\"target\"}");
     for (CLI::App* command : {curve_, emergence_, patch_, prompts_}) add_set_options(command);
     prompts_->get_option("--count")->required();
-    prompts_->add_option("--length", length_, "repeated items in the generated prompts")
-        ->check(CLI::Range(2, 64))
+    prompts_
+        ->add_option("--length", length_,
+                     "repeated items in the generated prompts: repetition [2, 64], induction "
+                     "[2, 24], pattern (letters shown) [4, 64]; ioi takes none")
         ->capture_default_str();
     for (CLI::App* command : {curve_, emergence_})
       command
@@ -162,12 +166,25 @@ class PythiaCommands {
             "prompt-set patching reports the top K = 1, 2, 4, 8, 16 (drop --top)");
     require(!(given(command, "--kind") && !kinds_.empty()), "--kind",
             "give --kind or --kinds, not both");
-    require(o.length >= 2 && o.length <= 64, "--length", "must be in [2, 64] for prompt sets");
     if (o.kinds.empty()) o.kinds = {kind_};
+    require_length(command, o.kinds, o.length);
     for (std::size_t i = 0; i < o.kinds.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)
         require(o.kinds[i] != o.kinds[j], "--kinds", "'" + o.kinds[i] + "' is listed twice");
     return o;
+  }
+
+  // --length as each of `kinds` takes it (capability_lengths): refused out of a kind's range, and
+  // refused when given for kinds of which none takes a length (ioi), instead of being ignored.
+  void require_length(const CLI::App* command, const std::vector<std::string>& kinds,
+                      int length) const {
+    bool taken = false;
+    for (const std::string& kind : kinds) {
+      require_capability_length(kind, length, "--length");
+      taken |= capability_lengths(kind).high > 0;
+    }
+    require(taken || !given(command, "--length"), "--length",
+            "is not allowed for " + kinds.front() + " prompts, which have no length: drop it");
   }
 
   // The single-prompt form takes no prompt-set option.
@@ -193,6 +210,8 @@ class PythiaCommands {
               "--prompt and --target go together");
       s.prompt = {"custom", prompt_text_, target_text_};
     } else {
+      for (const CLI::App* command : {curve_, emergence_, patch_, attention_})
+        if (command->parsed()) require_length(command, {kind_}, length_);
       s.prompt = make_capability_prompt(kind_, static_cast<std::uint64_t>(prompt_seed_), length_);
     }
     s.tokenizer = load_tokenizer(default_tokenizer);

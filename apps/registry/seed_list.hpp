@@ -2,8 +2,10 @@
 // kMaxSeeds of them, and the run folder each seed gets under --out.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <emergent/core/error.hpp>
+#include <emergent/settings/parameters.hpp>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -17,13 +19,17 @@ inline std::vector<std::uint64_t> parse_seed_list(const std::string& text,
                                                   const std::string& where) {
   std::vector<std::uint64_t> seeds;
   std::size_t at = 0;
+  // Seeds as the `seed` setting allows them: 0 to limits::kSeed.
+  const auto max_seed = static_cast<std::uint64_t>(limits::kSeed);
   auto number = [&](const std::string& part) {
-    require(
-        !part.empty() && part.size() <= 18 &&
-            part.find_first_not_of("0123456789") == std::string::npos,
-        where,
-        "'" + text + "' is not a seed list (allowed: 0-15, 1,4,9, or 0-3,8; seeds below 10^18)");
-    return std::stoull(part);
+    std::uint64_t seed = 0;
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), seed);
+    require(!part.empty() && error == std::errc() && end == part.data() + part.size() &&
+                seed <= max_seed,
+            where,
+            "'" + text + "' is not a seed list (allowed: 0-15, 1,4,9, or 0-3,8; seeds from 0 to " +
+                std::to_string(max_seed) + ")");
+    return seed;
   };
   while (at <= text.size()) {
     const std::size_t comma = std::min(text.find(',', at), text.size());

@@ -79,7 +79,7 @@ grep -Eq 'first solving step 2000, emergence at step 1500\.0$' "$out" ||
 if "$program" "$work/suite" repetition 0 1 > "$work/bad_out.txt" 2> "$work/err.txt"; then
   fail "LENGTH = 1 was accepted"
 fi
-grep -q "^pythia_emergence: capability prompt: length must be in \[2, 64\]$" "$work/err.txt" ||
+grep -q "^pythia_emergence: capability prompt: length: 1 is not allowed for repetition prompts: expected a length in \[2, 64\]$" "$work/err.txt" ||
   fail "unclear error"
 [ "$(wc -l < "$work/err.txt")" = 1 ] || fail "the error is not one line"
 echo "example_pythia_emergence: ok"

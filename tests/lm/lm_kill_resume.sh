@@ -20,7 +20,9 @@ rng = random.Random(seed)
 data = struct.pack("<60000H", *[rng.randrange(600) for _ in range(60000)])
 open(os.path.join(folder, "train.tokens"), "wb").write(data)
 shutil.copy(tokenizer, os.path.join(folder, "tokenizer.json"))
-json.dump({"vocab_size": 600, "train_tokens_sha256": hashlib.sha256(data).hexdigest()},
+spec = json.load(open(tokenizer))  # the model's vocabulary: every id of the tokenizer
+ids = list(spec["model"]["vocab"].values()) + [t["id"] for t in spec.get("added_tokens", [])]
+json.dump({"vocab_size": max(ids) + 1, "train_tokens_sha256": hashlib.sha256(data).hexdigest()},
           open(os.path.join(folder, "corpus.json"), "w"))
 PY
 }
@@ -64,4 +66,50 @@ refused "an edited config.json" "config.json" "$cli" lm "${args[@]}" --corpus "$
 cp "$dir/config.saved" "$dir/b/config.json"
 rm -rf "$dir/corpus" && make_corpus "$dir/corpus" 2  # the same folder, other tokens
 refused "another corpus on resume" "trained on another corpus" "$cli" lm "${args[@]}" --corpus "$dir/corpus" --out "$dir/b"
+
+# Results that cannot silently lie, second round (docs/robustness.md).
+# A finished run run again is left as it is (before: summary.json rewritten with final_loss 0.0);
+# one killed after its last checkpoint but before its summary.json gets the same losses.
+cp "$dir/config.saved" "$dir/b/config.json"
+rm -rf "$dir/corpus" && make_corpus "$dir/corpus" 1
+cp "$dir/a/summary.json" "$dir/summary.a"
+"$cli" lm "${args[@]}" --corpus "$dir/corpus" --out "$dir/a" > "$dir/again.json"
+cmp "$dir/a/summary.json" "$dir/summary.a" || { echo "FAIL: a finished run's summary.json was rewritten"; exit 1; }
+rm "$dir/a/summary.json"
+"$cli" lm "${args[@]}" --corpus "$dir/corpus" --out "$dir/a" > /dev/null
+python3 - "$dir/summary.a" "$dir/a/summary.json" "$dir/again.json" <<'PY'
+import json, sys
+before, rebuilt, printed = (json.load(open(p)) for p in sys.argv[1:])
+for key in ("steps_done", "final_loss", "val_loss", "tokens_seen", "corpus_sha256"):
+    assert rebuilt[key] == before[key] == printed[key], (key, before[key], rebuilt[key], printed[key])
+assert before["final_loss"] > 0
+PY
+# the memory a run needs is estimated before anything is allocated or written
+few=(--context 32 --log-every 10 --eval-sequences 2 --threads 1 --quiet --corpus "$dir/corpus")
+refused "a batch larger than the machine" "needs about .* more than this machine's memory" \
+  "$cli" lm "${few[@]}" --batch 100000000 --out "$dir/big"
+refused "a width larger than the machine" "needs about .* more than this machine's memory" \
+  "$cli" lm "${few[@]}" --d-model 65536 --out "$dir/big"
+[ ! -e "$dir/big" ] || { echo "FAIL: a refused run left its folder"; exit 1; }
+# a corpus whose tokenizer disagrees with it is refused at the start, naming the file
+cp -r "$dir/corpus" "$dir/narrow"
+python3 - "$dir/narrow/corpus.json" <<'PY'
+import json, sys
+manifest = json.load(open(sys.argv[1]))
+manifest["vocab_size"] = 300  # below its tokenizer's 603 ids (the tokens are below 600)
+json.dump(manifest, open(sys.argv[1], "w"))
+PY
+refused "a vocabulary smaller than the tokenizer" "corpus.json: field 'vocab_size' = 300 is smaller than the tokenizer's 603 ids" \
+  "$cli" lm "${args[@]}" --corpus "$dir/narrow" --out "$dir/narrow_run"
+cp -r "$dir/corpus" "$dir/broken"
+echo "not json" > "$dir/broken/tokenizer.json"
+refused "a tokenizer.json that is not JSON" "broken/tokenizer.json" \
+  "$cli" lm "${args[@]}" --corpus "$dir/broken" --out "$dir/broken_run"
+# --out a Hugging Face model folder (a suite checkpoint) is refused, its config.json kept
+cp -r "$dir/a/step0" "$dir/hf"
+refused "a Hugging Face folder as --out" "holds model.safetensors, so it is not a run folder" \
+  "$cli" lm "${args[@]}" --corpus "$dir/corpus" --out "$dir/hf"
+cmp -s "$dir/a/step0/config.json" "$dir/hf/config.json" || { echo "FAIL: config.json overwritten"; exit 1; }
+refused "a warmup longer than the run" "field 'warmup_steps' = 1000 is not allowed: it must be at most steps = 5" \
+  "$cli" lm "${few[@]}" --warmup-steps 1000 --steps 5 --out "$dir/warm"
 echo "lm_kill_resume: ok"

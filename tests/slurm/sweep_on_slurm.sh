@@ -31,4 +31,23 @@ ls "$dir/array/rows"
 for i in 0 1 2 3; do test "$(wc -l < "$dir/array/rows/shard-$i-of-4.jsonl")" -eq 2; done
 "$cli" sweep collect "$dir/array"
 cmp "$dir/single/results.jsonl" "$dir/array/results.jsonl"
-echo "sweep_on_slurm: ok (4 array tasks, rows equal to the single-process sweep)"
+
+# An array with a step (ids 0 2 4 6) takes shards 0-3 by position (before: ids 0 and 2 ran
+# shards 0 and 2, id 4 failed, shards 1 and 3 never ran); a list that is not evenly spaced
+# (1,2,5) is refused in each task, naming --shard.
+until_done() { until tasks=$(squeue -h -j "$1" 2> /dev/null) && [ -z "$tasks" ]; do sleep 0.1; done; }
+job=$(sbatch --parsable --array=0-6:2 --chdir "$dir" --output "$dir/step-%a.out" \
+  "$root/scripts/slurm/sweep.sbatch" "$root/tests/sweep/resume.toml" "$dir/stepped" "$cli")
+until_done "$job"
+exit_codes=$(scontrol show job "$job" | grep -o "ExitCode=[0-9]*:[0-9]*" | sort | uniq -c)
+[ "$(echo $exit_codes)" = "4 ExitCode=0:0" ] || { echo "stepped array: $exit_codes"; cat "$dir"/step-*.out; exit 1; }
+"$cli" sweep collect "$dir/stepped"
+cmp "$dir/single/results.jsonl" "$dir/stepped/results.jsonl"
+job=$(sbatch --parsable --array=1,2,5 --chdir "$dir" --output "$dir/list-%a.out" \
+  "$root/scripts/slurm/sweep.sbatch" "$root/tests/sweep/resume.toml" "$dir/list" "$cli")
+until_done "$job"
+for i in 1 2 5; do
+  grep -q "ids are not evenly spaced .*--shard I/N" "$dir/list-$i.out" || { cat "$dir/list-$i.out"; exit 1; }
+done
+test ! -e "$dir/list/rows" || [ -z "$(cat "$dir"/list/rows/*.jsonl 2> /dev/null)" ]
+echo "sweep_on_slurm: ok (4 array tasks, then ids 0-6:2, rows equal to the single-process sweep; a list 1,2,5 refused)"

@@ -106,6 +106,10 @@ grep -q "bad.toml: grid block 1, run {beta1=1.5}: field 'beta1' = 1.5 is not all
 printf '[base]\nsteps = 10\nbias = inf\n' > "$dir/inf.toml"
 if "$cli" sweep "$dir/inf.toml" --out "$dir/inf" 2> "$dir/err.txt"; then exit 1; fi
 grep -q "field 'bias' = \"inf\" is not allowed" "$dir/err.txt"
+# threads = 0 would make a run's trajectory depend on the machine that runs it under one id
+printf '[base]\nsteps = 10\nthreads = 0\n' > "$dir/threads.toml"
+if "$cli" sweep "$dir/threads.toml" --out "$dir/threads" 2> "$dir/err.txt"; then exit 1; fi
+grep -q "field 'threads' = 0 is not allowed in a sweep" "$dir/err.txt"
 
 # A second trainer of a run folder in use is refused; the lock of a killed one is not.
 "$cli" train --S 8 --s 3 --steps 100000 --threads 1 --quiet --out "$dir/locked" > /dev/null 2>&1 &

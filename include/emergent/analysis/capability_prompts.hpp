@@ -65,12 +65,35 @@ inline CapabilityPrompt paper_repetition_prompt() {
   return {"repetition", "0 7 3 1 2 0 2 3 0 7 3 1 2 0 2", " 3"};
 }
 
-// A prompt of `kind` from `seed`; `length` is the number of repeated items (digits, words or
-// pattern steps); ioi ignores it. repetition with seed 0 and length 8 is the paper's prompt.
+// The lengths a kind takes: repetition 2-64 digits, induction 2-24 words (its word list),
+// pattern 4-64 letters (at least one letter repeated, so that the period shows); ioi has none.
+struct LengthRange {
+  int low = 0, high = 0;  // high 0: the kind takes no length
+};
+inline LengthRange capability_lengths(std::string_view kind) {
+  if (kind == "induction") return {2, static_cast<int>(capability_detail::kWords.size())};
+  if (kind == "pattern") return {4, 64};
+  if (kind == "ioi") return {};
+  return {2, 64};
+}
+
+// An Error naming `where` if `kind` does not take `length` (never clamped: two lengths never
+// give one prompt).
+inline void require_capability_length(std::string_view kind, int length, const std::string& where) {
+  const LengthRange r = capability_lengths(kind);
+  require(r.high == 0 || (length >= r.low && length <= r.high), where,
+          std::to_string(length) + " is not allowed for " + std::string(kind) +
+              " prompts: expected a length in [" + std::to_string(r.low) + ", " +
+              std::to_string(r.high) + "]");
+}
+
+// A prompt of `kind` from `seed`; `length` is the number of repeated items (digits, words) or the
+// pattern's letters shown (capability_lengths); ioi takes none. repetition with seed 0 and
+// length 8 is the paper's prompt.
 inline CapabilityPrompt make_capability_prompt(std::string_view kind, std::uint64_t seed,
                                                int length = 8) {
   using namespace capability_detail;
-  require(length >= 2 && length <= 64, "capability prompt", "length must be in [2, 64]");
+  require_capability_length(kind, length, "capability prompt: length");
   const PhiloxStream stream(seed, stream_id_from_name("capability." + std::string(kind)));
   std::uint64_t counter = 0;
   CapabilityPrompt p;
@@ -82,15 +105,15 @@ inline CapabilityPrompt make_capability_prompt(std::string_view kind, std::uint6
     for (int i = 0; i < 2 * length - 1; ++i) p.text += (i ? " " : "") + digits[i % length];
     p.target = " " + digits[length - 1];
   } else if (kind == "induction") {
-    const std::vector<int> words = distinct(stream, counter, static_cast<int>(kWords.size()),
-                                            std::min<int>(length, kWords.size()));
+    const std::vector<int> words =
+        distinct(stream, counter, static_cast<int>(kWords.size()), length);
     const int n = static_cast<int>(words.size());
     for (int i = 0; i < 2 * n - 1; ++i)
       p.text += (i ? " " : "") + std::string(kWords[words[i % n]]);
     p.target = " " + std::string(kWords[words[n - 1]]);
   } else if (kind == "pattern") {
     const std::vector<int> letters = distinct(stream, counter, 26, 3);
-    const int steps = std::max(length, 4);
+    const int steps = length;
     auto letter = [&](int i) { return std::string(1, static_cast<char>('a' + letters[i % 3])); };
     for (int i = 0; i < steps; ++i) p.text += (i ? " " : "") + letter(i);
     p.target = " " + letter(steps);

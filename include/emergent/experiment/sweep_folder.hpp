@@ -149,8 +149,9 @@ struct CollectedRows {
 };
 
 inline CollectedRows collected_rows(const std::filesystem::path& dir, const nlohmann::json& runs) {
-  std::set<std::string> ids;
-  for (const nlohmann::json& run : runs) ids.insert(run.at("id").get<std::string>());
+  std::map<std::string, const nlohmann::json*> planned;  // id -> the sweep's config of the run
+  for (const nlohmann::json& run : runs)
+    planned[run.at("id").get<std::string>()] = &run.at("config");
   CollectedRows collected;
   std::map<std::string, nlohmann::json> by_id;
   std::map<std::string, std::string> source;
@@ -167,10 +168,18 @@ inline CollectedRows collected_rows(const std::filesystem::path& dir, const nloh
                 "row " + std::to_string(number) +
                     " is not a result row (it needs 'id', 'config' and 'result')");
         const std::string id = row.at("id").get<std::string>();
-        if (!ids.count(id)) {
+        if (!planned.count(id)) {
           ++collected.ignored;
           continue;
         }
+        // A row is its run's only if it says the run's config: an edited or foreign row would
+        // count other settings' results under this run's id.
+        const std::string differences =
+            config_differences({{"sweep.json", *planned[id]}, {"row", row.at("config")}});
+        require(differences.empty(), entry.path().string(),
+                "row " + std::to_string(number) + " has the id of run " + id +
+                    " but another config: " + differences +
+                    ". Remove the row (its run then trains again) or restore it");
         if (by_id.count(id))
           require(by_id[id] == row, entry.path().string(),
                   "run " + id + " has a different row in " + source[id] +

@@ -80,6 +80,9 @@ inline std::vector<PlannedRun> plan_sweep(const std::filesystem::path& file,
       id = run_id(config, language_model_parameters());
     } else {
       TrainConfig c = resolve_config(settings, where);
+      require(c.threads > 0, where,
+              "field 'threads' = 0 is not allowed in a sweep: a run's trajectory depends on its "
+              "thread count, so every run names one (1 where the file leaves it out)");
       if (complete) complete(c);
       require_memory_fits(estimated_training_bytes(c), memory, "this machine's memory", where,
                           "batch_tokens and the shape");

@@ -68,9 +68,12 @@ inline nlohmann::json summarize_rows(
     for (const nlohmann::json* row : members) {
       const nlohmann::json& r = row->at("result");
       require(r.contains("solved_step"), where,
-              "run " + row->at("id").get<std::string>() +
-                  " has no emergence steps to summarize (a self-pretraining run: plot.py spt "
-                  "prints its table)");
+              "run " + row->at("id").get<std::string>() + " has no emergence steps to summarize (" +
+                  (row->at("config").value("task", std::string()) == "corpus"
+                       ? std::string("a language-model run: `emergent pythia emergence --suite` "
+                                     "reads its checkpoints")
+                       : std::string("a self-pretraining run: plot.py spt prints its table")) +
+                  ")");
       const std::int64_t done = r.at("steps_done").get<std::int64_t>();
       solved += r.at("solved_step").is_null() ? 0 : 1;
       const std::optional<std::int64_t> step =

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -138,6 +139,18 @@ inline std::vector<std::uint16_t> f32_to_bf16(std::span<const float> src) {
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
+
+// An Error naming `file` and `tensor` if a value read from it is not finite: no loader trusts a
+// NaN or an infinity in weights (`why` says what that means for the caller's files).
+inline void require_finite_values(std::span<const float> values, const std::string& file,
+                                  std::string_view tensor, const std::string& why) {
+  const auto bad =
+      std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != values.end())
+    throw Error(file + ": tensor '" + std::string(tensor) + "' holds a non-finite value (" +
+                std::to_string(*bad) + " at index " + std::to_string(bad - values.begin()) +
+                "): " + why);
+}
 
 namespace safetensors_detail {
 
@@ -426,6 +439,12 @@ class SafetensorsFile {
     std::uint64_t n = 0;
     std::memcpy(&n, map_, 8);
     const std::uint64_t available = map_size_ - 8;
+    // A length past the end without the '{' that opens every safetensors header: another kind of
+    // file (a config.json, a text file), whose first 8 bytes read as a meaningless length.
+    if (n > available && available > 0 && static_cast<char>(map_[8]) != '{') {
+      throw Error(where_ + ": is not a safetensors file (it does not start with an 8-byte header " +
+                  "length and a JSON header)");
+    }
     if (n > available) {
       throw Error(where_ + ": truncated header: header length " + std::to_string(n) +
                   " exceeds the " + std::to_string(available) + " bytes after the length field");

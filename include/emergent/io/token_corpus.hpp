@@ -5,7 +5,9 @@
 //   corpus/corpus.json      the manifest: vocab_size, sha256 of train.tokens, sources, sizes
 //
 // read_token_corpus checks what training trusts: the manifest's hash against the tokens, every
-// id below vocab_size, and enough tokens for a sequence; errors name the file and field.
+// id below vocab_size, the tokenizer readable and its ids within vocab_size (a model whose
+// vocabulary is smaller than its tokenizer's could not embed what `emergent pythia` encodes),
+// and enough tokens for a sequence; errors name the file and field.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +15,7 @@
 #include <emergent/core/error.hpp>
 #include <emergent/io/json.hpp>
 #include <emergent/io/sha256.hpp>
+#include <emergent/io/tokenizer.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -51,6 +54,12 @@ inline TokenCorpus read_token_corpus(const std::filesystem::path& folder) {
   corpus.vocab_size = field("vocab_size").get<int>();
   require(field("train_tokens_sha256").is_string(), manifest.string(),
           "field 'train_tokens_sha256' must be a string");
+  const BpeTokenizer tokenizer(folder / "tokenizer.json");
+  require(tokenizer.vocab_size() <= corpus.vocab_size, manifest.string(),
+          "field 'vocab_size' = " + std::to_string(corpus.vocab_size) +
+              " is smaller than the tokenizer's " + std::to_string(tokenizer.vocab_size()) +
+              " ids (" + (folder / "tokenizer.json").string() +
+              "): the corpus and its tokenizer disagree; rebuild it with scripts/make_corpus.py");
   std::ifstream in(tokens, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                                 std::istreambuf_iterator<char>());

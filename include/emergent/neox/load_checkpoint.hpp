@@ -8,8 +8,8 @@
 // picks a compiled NeoxModel (registry.hpp); each tensor of checkpoint_tensors(config) is
 // converted once from the mapping (F32, F16, BF16 or F64) into the model's fp32 buffer, after
 // its shape is checked. A missing or mis-shaped tensor is an error naming the file and the
-// tensor, as is any tensor the model does not use, except the buffers old checkpoints carry
-// (is_ignored_buffer). The SHA-256 is CheckpointFolder::sha256().
+// tensor, as is a non-finite value in any of them and any tensor the model does not use, except the
+// buffers old checkpoints carry (is_ignored_buffer). The SHA-256 is CheckpointFolder::sha256().
 #pragma once
 
 #include <emergent/core/error.hpp>
@@ -42,6 +42,9 @@ inline void load_parameters(Network& network, const CheckpointFolder& folder) {
                   safetensors_detail::quoted(t.name) + why);
     }
     folder.read_f32_into(t.name, network.parameter(t.name), t.shape);
+    require_finite_values(network.parameter(t.name), folder.file_of(t.name).path().string(), t.name,
+                          "a model with a NaN or an infinity in its weights has no meaningful "
+                          "outputs (a damaged file, or a run that diverged)");
     expected.insert(t.name);
   }
   for (const std::string& name : folder.tensor_names()) {

@@ -209,11 +209,23 @@ inline nlohmann::json parse_value(const Parameter& p, const std::string& written
     if (ec != std::errc() || ptr != end) return refuse();
     return checked_value(p, v, where);
   }
+  // Decimal only: strtod would also read hexadecimal ("0x10" as 16), which an integer refuses.
+  if (written.find_first_not_of("0123456789+-.eE") != std::string::npos) return refuse();
   char* parsed_end = nullptr;
   const double v = std::strtod(begin, &parsed_end);
   if (written.empty() || parsed_end != end) return refuse();
   if (!std::isfinite(v)) refuse();
   return checked_value(p, v, where);
+}
+
+// A warmup longer than the run never reaches the peak learning rate: refused when it was chosen
+// (any value but the default, which short runs, as the tests', keep).
+inline void require_warmup_within(std::int64_t warmup, std::int64_t steps,
+                                  std::int64_t default_warmup, const std::string& where) {
+  require(warmup <= steps || warmup == default_warmup, where,
+          "field 'warmup_steps' = " + std::to_string(warmup) +
+              " is not allowed: it must be at most steps = " + std::to_string(steps) +
+              " (a longer warmup never reaches the peak learning rate)");
 }
 
 inline const Parameter* find_parameter(const std::vector<Parameter>& parameters,

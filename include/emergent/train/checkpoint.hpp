@@ -107,12 +107,8 @@ inline void load_parameters(const SafetensorsFile& file, const std::vector<Param
     const std::span<float> values = params.subspan(t.offset, t.size);
     file.read_f32_into(name, values, t.shape);
     // Training never writes a non-finite parameter (it stops first), so one means damage.
-    const auto bad =
-        std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
-    if (bad != values.end())
-      throw Error(file.path().string() + ": tensor '" + name + "' holds a non-finite value (" +
-                  std::to_string(*bad) + " at index " + std::to_string(bad - values.begin()) +
-                  "): the file is damaged or was not written by a finished training step");
+    require_finite_values(values, file.path().string(), name,
+                          "the file is damaged or was not written by a finished training step");
   }
 }
 

@@ -147,7 +147,8 @@ inline const std::vector<TrainingField>& training_fields() {
             added_later(integer("eval_batches", 0, between(1, 1024),
                                 "batches in the fixed held-out set of eval_every"))),
       field(&TrainConfig::threads,
-            integer("threads", 0, between(0, 1024), "OpenMP threads (0: OpenMP's default)")),
+            integer("threads", 0, between(0, 1024),
+                    "OpenMP threads (0: OpenMP's default, recorded as the count it is)")),
       field(&TrainConfig::precision,
             added_later(text("precision", "", {"fp32", "tf32"},
                              "the GEMMs' precision: fp32, or tf32 (CUDA device backend only, "
@@ -257,6 +258,10 @@ inline std::vector<std::int64_t> attention_snapshot_steps(const std::string& lis
     begin = end + 1;
   }
   std::sort(steps.begin(), steps.end());
+  const auto twice = std::adjacent_find(steps.begin(), steps.end());
+  require(twice == steps.end(), where,
+          "field 'save_attention_at' = \"" + list + "\" is not allowed: step " +
+              (twice == steps.end() ? std::string() : std::to_string(*twice)) + " is listed twice");
   return steps;
 }
 
@@ -310,7 +315,13 @@ inline TrainConfig resolve_config(const nlohmann::json& given, const std::string
         f.member);
   }
 
-  attention_snapshot_steps(c.save_attention_at, where);  // checks the list
+  const std::vector<std::int64_t> snapshots = attention_snapshot_steps(c.save_attention_at, where);
+  require(snapshots.empty() || snapshots.back() < c.steps, where,
+          "field 'save_attention_at' = \"" + c.save_attention_at + "\" is not allowed: step " +
+              (snapshots.empty() ? "" : std::to_string(snapshots.back())) +
+              " is past the run's last step (steps = " + std::to_string(c.steps) +
+              " runs steps 0 to " + std::to_string(c.steps - 1) + ")");
+  require_warmup_within(c.warmup_steps, c.steps, TrainConfig{}.warmup_steps, where);
   if (!c.stop_at.empty()) {
     require(c.stop_below == 0, where,
             "field 'stop_at' = '" + c.stop_at +

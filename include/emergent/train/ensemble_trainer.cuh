@@ -345,8 +345,11 @@ class EnsembleTrainer {
                                                   const std::vector<std::filesystem::path>& dirs) {
     require(!configs.empty() && configs.size() == dirs.size(), "EnsembleTrainer",
             "need one run folder per member");
+    // A member is named by its run folder (its config.json is written only once it binds).
     std::vector<std::string> where;
-    for (const auto& dir : dirs) where.push_back((dir / "config.json").string());
+    for (std::size_t e = 0; e < dirs.size(); ++e)
+      where.push_back("member " + std::to_string(e) + "'s config (run folder " + dirs[e].string() +
+                      ")");
     std::vector<EnsembleMember> members;
     for (std::size_t e = 0; e < configs.size(); ++e) {
       const TrainConfig& c = configs[e];
@@ -784,6 +787,7 @@ class EnsembleTrainer {
               take_init_source(m.config.init_from, m.config.init_take, m.config.seed, tensors, p);
         std::filesystem::remove(m.run_dir / "metrics.jsonl");
         m.history = RunHistory{};
+        m.history.set_init_source(m.init_record);
         m.start = 0;
         step_->optimizer.set_steps(int(e), 0);
       } else {

@@ -53,6 +53,10 @@ inline ParameterValues resolve_language_model(const nlohmann::json& given,
                                               const std::string& where) {
   const ParameterValues v =
       ParameterValues::whole(language_model_parameters(), given, where, "a language-model run");
+  require_warmup_within(v.integer("warmup_steps"), v.integer("steps"),
+                        find_parameter(language_model_parameters(), "warmup_steps")
+                            ->default_value.get<std::int64_t>(),
+                        where);
   const std::int64_t d = v.integer("d_model"), h = v.integer("heads");
   require(d % h == 0, where,
           "field 'heads' = " + std::to_string(h) +

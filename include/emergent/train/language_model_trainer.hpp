@@ -24,6 +24,7 @@
 #include <emergent/core/error.hpp>
 #include <emergent/core/parallel.hpp>
 #include <emergent/core/philox.hpp>
+#include <emergent/io/json.hpp>
 #include <emergent/io/text_file.hpp>
 #include <emergent/io/token_corpus.hpp>
 #include <emergent/model/parameter_tensors.hpp>
@@ -33,6 +34,7 @@
 #include <emergent/optim/schedule.hpp>
 #include <emergent/train/checkpoint.hpp>
 #include <emergent/train/language_model_config.hpp>
+#include <emergent/train/memory_estimate.hpp>
 #include <emergent/train/metrics_file.hpp>
 #include <emergent/train/run_binding.hpp>
 #include <emergent/train/run_lock.hpp>
@@ -73,7 +75,7 @@ class LanguageModelTrainer {
         run_dir_(std::move(run_dir)),
         progress_(progress),
         corpus_(read_token_corpus(config.text("corpus"))),
-        neox_(language_model_config(config, corpus_.vocab_size)),
+        neox_(fitting_in_memory(language_model_config(config, corpus_.vocab_size), config)),
         net_(neox_, "run settings"),
         optimizer_({0.9, config.real("beta2"), 1e-8, config.real("weight_decay"),
                     config.real("max_grad_norm")},
@@ -106,8 +108,13 @@ class LanguageModelTrainer {
                           return resolve_language_model(j, where).json();
                         });
     std::int64_t step = prepare_run_folder();
-    const std::int64_t steps = config_.integer("steps"),
-                       every = config_.integer("checkpoint_every"),
+    const std::int64_t steps = config_.integer("steps");
+    // A finished run is left as it is: its summary.json stays what the training wrote.
+    if (step >= steps && std::filesystem::exists(run_dir_ / "summary.json")) {
+      nlohmann::json summary = read_json_file(run_dir_ / "summary.json");
+      if (summary.value("steps_done", std::int64_t(-1)) == step) return summary;
+    }
+    const std::int64_t every = config_.integer("checkpoint_every"),
                        log_every = config_.integer("log_every");
     const int B = int(config_.integer("batch")), T = int(config_.integer("context"));
     const LrSchedule schedule{config_.real("lr"), config_.integer("warmup_steps"),
@@ -120,7 +127,8 @@ class LanguageModelTrainer {
     const auto started = std::chrono::steady_clock::now();
     auto last_progress = started;
     const std::int64_t first = step;
-    double loss = 0, val_loss = 0;
+    // Without a step to run (a finish killed before its summary.json), the last row's losses.
+    double loss = last_row_.value("loss", 0.0), val_loss = last_row_.value("val_loss", 0.0);
     const std::uint32_t starts = std::uint32_t(train_end_ - std::size_t(T) - 1);
     for (; step < steps; ++step) {
       for (int b = 0; b < B; ++b) {
@@ -163,7 +171,7 @@ class LanguageModelTrainer {
         non_embedding -= t.size;
     nlohmann::json summary = {{"steps_done", step},
                               {"final_loss", loss},
-                              {"val_loss", step > first ? val_loss : validation_loss()},
+                              {"val_loss", val_loss},
                               {"tokens_seen", step * B * T},
                               {"non_embedding_parameters", non_embedding},
                               {"corpus_sha256", corpus_.sha256},
@@ -173,6 +181,18 @@ class LanguageModelTrainer {
   }
 
  private:
+  // `c`, after the check that its training fits this machine's memory (before anything large is
+  // allocated or the run folder is made).
+  static NeoxConfig fitting_in_memory(NeoxConfig c, const ParameterValues& v) {
+    require_memory_fits(estimated_language_model_bytes(c, v.integer("batch"), v.integer("context")),
+                        machine_memory_bytes(), "this machine's memory", "config",
+                        "batch = " + std::to_string(v.integer("batch")) +
+                            ", context = " + std::to_string(v.integer("context")) +
+                            ", the shape and the corpus's vocabulary of " +
+                            std::to_string(c.vocab_size));
+    return c;
+  }
+
   static double seconds_since(std::chrono::steady_clock::time_point a) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
   }
@@ -214,7 +234,8 @@ class LanguageModelTrainer {
         load_checkpoint(*checkpoint, tensors_, net_.parameters(), optimizer_.first_moment(),
                         optimizer_.second_moment());
     optimizer_.set_steps(state.optimizer_steps);
-    keep_metrics_before(run_dir_ / "metrics.jsonl", state.step + 1);
+    for (nlohmann::json& row : keep_metrics_before(run_dir_ / "metrics.jsonl", state.step + 1))
+      last_row_ = std::move(row);
     if (progress_)
       std::fprintf(stderr, "resuming %s from step %lld\n", run_dir_.string().c_str(),
                    (long long)state.step);
@@ -251,6 +272,7 @@ class LanguageModelTrainer {
   AdamW<float> optimizer_;
   std::vector<ParameterTensor> tensors_;
   std::size_t train_end_ = 0;
+  nlohmann::json last_row_ = nlohmann::json::object();  // the last metrics row kept on resume
 };
 
 }  // namespace emergent

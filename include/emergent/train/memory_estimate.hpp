@@ -11,6 +11,7 @@
 //   The parameter count is the dot-attention model's (the other mixers' are of the same order).
 //   A mixer that keeps more a token (a scan's states, a tape) adds its own terms, which its line
 //   of settings/mixer_catalog.hpp gives and explains.
+//   estimated_language_model_bytes(neox config, batch, context): the same for `emergent lm`.
 // It is an estimate of the large buffers, not a bound: for the automaton at T = 1,024 (4 layers,
 // D = 128, 4,096 tokens) it says 738 MB where the trainer keeping every slice's workspace
 // measured 779 MiB resident (docs/performance.md, the shared-workspace table). Runs are refused
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <emergent/core/error.hpp>
+#include <emergent/io/hf_config.hpp>
 #include <emergent/settings/mixer_catalog.hpp>
 #include <emergent/train/config.hpp>
 #include <fstream>
@@ -38,6 +40,22 @@ inline double estimated_training_bytes(const TrainConfig& c, std::uint64_t membe
   const double recomputed = mixer.recomputed_floats ? mixer.recomputed_floats(D, H) : 0;
   const double per_token = L * (12 * D + 3 * F + H * T + states) + recomputed + 2 * V + 4;
   return double(members) * 4.0 * (4 * parameters + double(c.batch_tokens) * per_token);
+}
+
+// The same for a language-model run (train/language_model_trainer.hpp): a GPT-NeoX of `c` on
+// `batch` sequences of `context` tokens. 4 copies of the parameters (the embedding and the
+// untied unembedding, per layer the fused QKV, the attention output, the MLP and two
+// LayerNorms), and for every token of the step what neox/training_network.hpp keeps: per layer
+// 9 D + 2 d_ff values and H T attention probabilities; the logits and their probabilities (2 V);
+// and the backward's largest transients (the logits' gradient V, one layer's 10 D + d_ff and its
+// H T), floats.
+inline double estimated_language_model_bytes(const NeoxConfig& c, std::int64_t batch,
+                                             std::int64_t context) {
+  const double V = c.vocab_size, D = c.hidden_size, F = c.intermediate_size,
+               H = c.num_attention_heads, L = c.num_hidden_layers, T = double(context);
+  const double parameters = 2 * V * D + L * (4 * D * D + 2 * D * F + F + 9 * D) + 2 * D;
+  const double per_token = L * (9 * D + 2 * F + H * T + 4) + (D + 2 + 3 * V) + (10 * D + F + H * T);
+  return 4.0 * (4 * parameters + double(batch) * T * per_token);
 }
 
 // This machine's memory for a process: the physical memory, or the cgroup's limit if lower

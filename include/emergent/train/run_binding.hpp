@@ -11,7 +11,8 @@
 //
 // A folder without a checkpoint holds nothing trained (a start that failed or was killed before
 // its first checkpoint: the trainer discards its metrics rows on restart), so it is not bound:
-// its config.json is replaced, and a typo in a first attempt never blocks the retry.
+// its config.json is replaced, and a typo in a first attempt never blocks the retry, as long as
+// it is a run's config (require_run_folder: a Hugging Face folder's config.json is refused).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +67,29 @@ inline std::string config_differences(
   return differences;
 }
 
+// A folder without a checkpoint is a run's only if what it holds is a run's start: its
+// config.json (if any) one of this kind of run, and no sweep or Hugging Face model in it; else
+// an Error, so that --out never overwrites another program's config.json.
+inline void require_run_folder(const std::filesystem::path& run_dir,
+                               const ConfigNormaliser& normalise) {
+  for (const char* other :
+       {"sweep.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"})
+    require(!std::filesystem::exists(run_dir / other), run_dir.string(),
+            std::string("holds ") + other + ", so it is not a run folder (" +
+                (other == std::string("sweep.json") ? "a sweep folder" : "a Hugging Face model") +
+                "): choose another --out");
+  const std::filesystem::path config_path = run_dir / "config.json";
+  if (!std::filesystem::exists(config_path)) return;
+  try {
+    normalise(read_json_file(config_path), config_path.string());
+  } catch (const Error& e) {
+    throw Error(run_dir.string() +
+                ": is not a run folder of this kind: its config.json is not this kind of run's "
+                "config (" +
+                e.what() + "); choose another --out (or delete the folder)");
+  }
+}
+
 // Checks `given` (resolved) against the folder's checkpoint record and config.json, then writes
 // config.json. See the top of this file.
 inline RunBinding bind_run_folder(const std::filesystem::path& run_dir, const nlohmann::json& given,
@@ -74,7 +98,9 @@ inline RunBinding bind_run_folder(const std::filesystem::path& run_dir, const nl
   RunBinding binding;
   binding.config_text = given.dump(2);
   const std::filesystem::path config_path = run_dir / "config.json";
-  if (const auto checkpoint = latest_checkpoint(run_dir)) {
+  const auto checkpoint = latest_checkpoint(run_dir);
+  if (!checkpoint) require_run_folder(run_dir, normalise);
+  if (checkpoint) {
     const std::string name = checkpoint->filename().string();
     const std::string record_where = checkpoint->string() + ": metadata field 'config'";
     nlohmann::json recorded;

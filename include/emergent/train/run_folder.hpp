@@ -124,6 +124,16 @@ struct RunHistory {
   std::vector<std::int64_t> steps;
   std::vector<double> metric, loss;
   double wall_offset = 0;
+  // A stage's source (init_from): the checkpoint, its step, task and SHA-256, as the first row
+  // recorded it; empty for a run that started fresh.
+  nlohmann::json init_source = nlohmann::json::object();
+
+  // What summary.json keeps of a stage's first-row record (the tensors' lists stay in the row).
+  void set_init_source(const nlohmann::json& record) {
+    init_source = nlohmann::json::object();
+    for (const char* key : {"checkpoint", "step", "task", "sha256"})
+      if (record.contains(key)) init_source[key] = record[key];
+  }
 
   void add(std::int64_t step, double metric_value, double loss_value) {
     steps.push_back(step);
@@ -148,6 +158,7 @@ struct RunHistory {
         h.add(row.at("step").get<std::int64_t>(), row.at(metric_name).get<double>(),
               row.at("loss").get<double>());
       h.wall_offset = row.at("wall_s").get<double>();
+      if (row.contains("init_source")) h.set_init_source(row.at("init_source"));
     }
     return h;
   }
@@ -183,16 +194,17 @@ inline RunSummary write_run_summary(const std::filesystem::path& run_dir, const 
                               {name + "_loss", s.eval.predictable_loss},
                               {name + "_accuracy", s.eval.predictable_accuracy}};
   eval_json.update(to_json(s.eval.attention));
-  const nlohmann::json summary = {{"steps_done", s.steps_done},
-                                  {"final_loss", s.final_loss},
-                                  {"metric", th.metric},
-                                  {"final_metric", s.final_metric},
-                                  {"emergence_step", json_or_null(s.emergence_step)},
-                                  {"midpoint_step", json_or_null(s.midpoint_step)},
-                                  {"solved_step", json_or_null(s.solved_step)},
-                                  {"eval", eval_json},
-                                  {"wall_s", s.wall_seconds},
-                                  {"definitions", definitions}};
+  nlohmann::json summary = {{"steps_done", s.steps_done},
+                            {"final_loss", s.final_loss},
+                            {"metric", th.metric},
+                            {"final_metric", s.final_metric},
+                            {"emergence_step", json_or_null(s.emergence_step)},
+                            {"midpoint_step", json_or_null(s.midpoint_step)},
+                            {"solved_step", json_or_null(s.solved_step)},
+                            {"eval", eval_json},
+                            {"wall_s", s.wall_seconds},
+                            {"definitions", definitions}};
+  if (!history.init_source.empty()) summary["init_source"] = history.init_source;
   write_text_atomically(run_dir / "summary.json", summary.dump(2) + "\n");
   return s;
 }

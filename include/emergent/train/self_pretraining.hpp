@@ -208,7 +208,12 @@ class SelfPretrainingRun {
   // mask fixed per example (the same every row).
   struct SetScores {
     double accuracy = 0, label_loss = 0, reconstruction_loss = 0, reconstruction_accuracy = 0;
+    std::int64_t masked = 0;  // tokens the reconstruction scores are over
   };
+  // A reconstruction score over no masked token is no score: null.
+  static nlohmann::json reconstruction_score(const SetScores& s, double value) {
+    return s.masked > 0 ? nlohmann::json(value) : nlohmann::json(nullptr);
+  }
   SetScores score(const std::vector<listops::Example>& set, bool reconstruction) {
     const std::size_t n = std::min<std::size_t>(set.size(), config_.integer("eval_examples"));
     std::vector<std::size_t> indices(n);
@@ -235,6 +240,7 @@ class SelfPretrainingRun {
     s.label_loss /= double(n);
     if (masked > 0)
       s.reconstruction_loss /= double(masked), s.reconstruction_accuracy /= double(masked);
+    s.masked = masked;
     return s;
   }
 
@@ -244,13 +250,14 @@ class SelfPretrainingRun {
 
   nlohmann::json evaluate(std::int64_t step) {
     const SetScores train = score(train_, false), test = score(test_, true);
-    nlohmann::json row = {{"step", step},
-                          {"train_accuracy", train.accuracy},
-                          {"test_accuracy", test.accuracy},
-                          {"train_label_loss", train.label_loss},
-                          {"test_label_loss", test.label_loss},
-                          {"test_reconstruction_loss", test.reconstruction_loss},
-                          {"test_reconstruction_accuracy", test.reconstruction_accuracy}};
+    nlohmann::json row = {
+        {"step", step},
+        {"train_accuracy", train.accuracy},
+        {"test_accuracy", test.accuracy},
+        {"train_label_loss", train.label_loss},
+        {"test_label_loss", test.label_loss},
+        {"test_reconstruction_loss", reconstruction_score(test, test.reconstruction_loss)},
+        {"test_reconstruction_accuracy", reconstruction_score(test, test.reconstruction_accuracy)}};
     // The fixed analysis batch: its proximity report, then the two directional derivatives
     // (the slopes' gradients of each loss alone, the pattern present at the current c).
     const std::size_t n = std::min<std::size_t>(kAnalysisExamples, test_.size());

@@ -83,6 +83,11 @@ inline ParameterValues resolve_self_pretraining(const nlohmann::json& given,
   require(v.integer("pretrain_steps") <= v.integer("steps"), where,
           "field 'pretrain_steps' = " + std::to_string(v.integer("pretrain_steps")) +
               " is not allowed: at most steps = " + std::to_string(v.integer("steps")));
+  require(v.real("mask_rate") > 0 || v.integer("pretrain_steps") == 0, where,
+          "field 'mask_rate' = 0 is not allowed with pretrain_steps = " +
+              std::to_string(v.integer("pretrain_steps")) +
+              ": the reconstruction stage would mask no token, so learn nothing and report a "
+              "loss over none; give mask_rate in (0, 1] or pretrain_steps = 0");
   require(v.integer("d_model") % v.integer("heads") == 0, where,
           "field 'heads' = " + std::to_string(v.integer("heads")) +
               " is not allowed: it must divide d_model = " + std::to_string(v.integer("d_model")));

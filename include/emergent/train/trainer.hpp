@@ -140,6 +140,10 @@ BasicRunTrainer<Unused>::BasicRunTrainer(TrainConfig config, std::filesystem::pa
       grads_(model_->parameter_count()),
       optimizer_(adamw_config(config_), decay_ranges(*model_), model_->parameter_count()) {
   validate(config_);
+  // The data-parallel split, so the trajectory, depends on the thread count: 0 (OpenMP's
+  // default) is recorded as the count it means here, so that config.json says what ran and a
+  // resume on another count is recorded as a change (changed_on_resume).
+  if (config_.threads == 0) config_.threads = thread_count();
   require(config_.precision == "fp32", "config",
           "field 'precision' = '" + config_.precision +
               "' is not allowed here: the CPU trains in fp32 (tf32: --backend cuda)");
@@ -156,7 +160,7 @@ BasicRunTrainer<Unused>::BasicRunTrainer(TrainConfig config, std::filesystem::pa
 
 template <class Unused>
 RunSummary BasicRunTrainer<Unused>::run() {
-  if (config_.threads > 0) set_thread_count(config_.threads);
+  set_thread_count(config_.threads);
   std::error_code error;
   std::filesystem::create_directories(run_dir_, error);
   require(!error && std::filesystem::is_directory(run_dir_), run_dir_.string(),
@@ -249,9 +253,12 @@ std::int64_t BasicRunTrainer<Unused>::prepare_run_folder() {
   const auto checkpoint = latest_checkpoint(run_dir_);
   if (!checkpoint) {
     model_->init(params_, config_.seed);
-    if (!config_.init_from.empty())  // a stage: its source's tensors over the fresh init
+    if (!config_.init_from.empty()) {  // a stage: its source's tensors over the fresh init
       init_record_ = take_init_source(config_.init_from, config_.init_take, config_.seed,
                                       model_->tensors(), std::span<float>(params_));
+      history_.set_init_source(init_record_);
+      if (show_progress_) std::fprintf(stderr, "%s\n", init_source_line(init_record_).c_str());
+    }
     std::filesystem::remove(run_dir_ / "metrics.jsonl");
     return 0;
   }

@@ -9,8 +9,9 @@
 //                  "...qkv.weight" [3D, D] or "...qkv.bias" [3D]: its first 2D rows), nothing else
 //     all_but_qk   everything but those rows
 //
-// A tensor the source lacks, or holds with another shape (the token embedding and the output head
-// when the vocabulary changes, the positions when max_len does), keeps its fresh initialisation.
+// A tensor the source lacks, or holds with other rows (the token embedding and the output head
+// when the vocabulary changes, the positions when max_len does), keeps its fresh initialisation;
+// one it holds with another width is refused (a checkpoint of another d_model takes nothing).
 // The optimizer state is never taken: a stage starts with fresh AdamW moments, as a fine-tuning
 // run does. What was taken and what stayed fresh is returned, so that the run records it.
 #pragma once
@@ -44,6 +45,20 @@ inline std::size_t query_key_elements(const ParameterTensor& t) {
   const bool fused = t.name.ends_with("qkv.weight") || t.name.ends_with("qkv.bias");
   return fused && t.shape.front() % 3 == 0 ? t.size / 3 * 2 : 0;
 }
+
+// A tensor the source holds with another shape may differ only in its rows (a vocabulary,
+// positions, classes): any other difference means a model of another width (d_model, d_ff,
+// heads), whose tensors would be taken by coincidence of shape, so it is refused.
+inline void require_rows_differ(const SafetensorsFile& source, const ParameterTensor& t) {
+  const std::vector<std::int64_t>& held = source.info(t.name).shape;
+  const bool rows_only = held.size() == t.shape.size() && !held.empty() &&
+                         std::equal(held.begin() + 1, held.end(), t.shape.begin() + 1);
+  require(rows_only, source.path().string(),
+          "tensor '" + t.name + "' is " + safetensors_detail::shape_string(held) + " there and " +
+              safetensors_detail::shape_string(t.shape) +
+              " in this model: a checkpoint of another width (d_model, d_ff or heads) cannot "
+              "start this run; only a vocabulary's or the positions' rows may differ");
+}
 }  // namespace warm_start_detail
 
 // Overwrites `params` (already initialised) with the tensors of `source` that `take` selects.
@@ -64,6 +79,7 @@ WarmStartReport take_parameters(const SafetensorsFile& source,
     const std::size_t qk = warm_start_detail::query_key_elements(t);
     model_has_qk |= qk > 0;
     const bool same = source.contains(t.name) && source.info(t.name).shape == t.shape;
+    if (source.contains(t.name) && !same) warm_start_detail::require_rows_differ(source, t);
     const std::size_t begin = wants_qk ? 0 : qk, end = wants_rest ? t.size : qk;
     if (!same) report.mismatched.push_back(t.name);
     if (!same || begin >= end) {
