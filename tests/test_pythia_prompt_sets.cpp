@@ -89,7 +89,7 @@ TEST_CASE("pythia prompt sets: deterministic, distinct texts, seeds in order, du
     std::set<std::string> earlier;
     std::size_t next = 0;
     for (std::uint64_t seed = 0; seed <= a.back().seed; ++seed) {
-      const std::string text = emergent::make_capability_prompt(kind, seed, 3).text;
+      const std::string text = emergent::make_capability_prompt(kind, seed, 4).text;
       if (next < a.size() && a[next].seed == seed) {
         CHECK(earlier.insert(text).second);
         ++next;
