@@ -27,16 +27,6 @@
 
 namespace emergent {
 
-// Runs of the self-pretraining study name task "listops" and run as `emergent spt`.
-inline bool is_self_pretraining(const nlohmann::json& settings) {
-  return settings.contains("task") && settings["task"] == "listops";
-}
-
-// Language-model runs name task "corpus" and run as `emergent lm`.
-inline bool is_language_model(const nlohmann::json& settings) {
-  return settings.contains("task") && settings["task"] == "corpus";
-}
-
 // A run's config read from disk, resolved as plan_sweep resolves the sweep's.
 inline nlohmann::json normalised_config(const nlohmann::json& config, const std::string& where) {
   if (is_self_pretraining(config)) return resolve_self_pretraining(config, where).json();

@@ -24,6 +24,7 @@
 #include <emergent/core/error.hpp>
 #include <emergent/experiment/ensemble_statistics.hpp>
 #include <emergent/io/json.hpp>
+#include <emergent/train/language_model_config.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -69,7 +70,7 @@ inline nlohmann::json summarize_rows(
       const nlohmann::json& r = row->at("result");
       require(r.contains("solved_step"), where,
               "run " + row->at("id").get<std::string>() + " has no emergence steps to summarize (" +
-                  (row->at("config").value("task", std::string()) == "corpus"
+                  (is_language_model(row->at("config"))
                        ? std::string("a language-model run: `emergent pythia emergence --suite` "
                                      "reads its checkpoints")
                        : std::string("a self-pretraining run: plot.py spt prints its table")) +

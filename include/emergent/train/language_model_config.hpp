@@ -48,6 +48,11 @@ inline const std::vector<Parameter>& language_model_parameters() {
   return parameters;
 }
 
+// Language-model runs name task "corpus" and run as `emergent lm`.
+inline bool is_language_model(const nlohmann::json& settings) {
+  return settings.contains("task") && settings["task"] == "corpus";
+}
+
 // A config from a flat object of declared names, checked (names the field at fault).
 inline ParameterValues resolve_language_model(const nlohmann::json& given,
                                               const std::string& where) {

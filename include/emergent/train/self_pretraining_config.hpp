@@ -69,6 +69,11 @@ inline const std::vector<Parameter>& self_pretraining_parameters() {
   return parameters;
 }
 
+// Runs of the self-pretraining study name task "listops" and run as `emergent spt`.
+inline bool is_self_pretraining(const nlohmann::json& settings) {
+  return settings.contains("task") && settings["task"] == "listops";
+}
+
 // A config from a flat object of declared names, checked (names the field at fault).
 inline ParameterValues resolve_self_pretraining(const nlohmann::json& given,
                                                 const std::string& where) {
