@@ -335,8 +335,9 @@ TEST_CASE("trainer: attention snapshots at the steps asked for, each map a distr
   TempDir dir("snapshots");
   TrainConfig c = small_config(20);
   c.save_attention_at = "12,3,40";  // 40 is past the budget: refused, nothing trained
-  CHECK(error_of([&] { train(c, dir.path); })
-            .find("step 40 is past the run's last step (steps = 20 runs steps 0 to 19)") !=
+  CHECK(error_of([&] {
+          train(c, dir.path);
+        }).find("step 40 is past the run's last step (steps = 20 runs steps 0 to 19)") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(emergent::attention_snapshot_path(dir.path, 3)));
   c.save_attention_at = "12,3";
